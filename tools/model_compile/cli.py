@@ -1,0 +1,72 @@
+"""`model-compile` command line.
+
+Exit codes (stable): 0 no error finding / success; 1 error findings (or a
+failed hard-validation layer, or a diff that introduces an error); 2 usage or
+input error, reported as one line on stderr.
+
+Each subcommand lives in `model_compile.commands.<name>` with
+`add_parser(subparsers)` and `run(args) -> int`, imported only when chosen so
+`--help` and the static commands stay fast (torch is never imported here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from model_compile import __version__
+
+COMMANDS = {
+    "inspect": "Show the compile ledger and config facts of each recipe.",
+    "validate": "Soft (static) and/or hard (runtime) validation of compile wiring.",
+    "generate": "Generate kit or fallback compile wiring from templates and apply it as an edit.",
+    "diff": "Review what a git change does to compile wiring.",
+    "rules": "List the rules, or print their documentation.",
+    "schema": "Print the JSON Schema of the report.",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"model-compile: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="model-compile",
+        description="Add, review, update and validate torch.compile wiring in recipe-based training repos.",
+        epilog="Exit codes: 0 ok, 1 error findings or failed validation, 2 usage or input error.",
+    )
+    parser.add_argument("--version", action="version", version=f"model-compile {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"model_compile.commands.{name}")
+        module.add_parser(sub, name, help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from model_compile.discover.tree import InputError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(f"model_compile.commands.{args.command}")
+    try:
+        return module.run(args)
+    except InputError as exc:
+        sys.stderr.write(f"model-compile: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("model-compile: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

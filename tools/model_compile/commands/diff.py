@@ -1,0 +1,14 @@
+"""`model-compile diff` (not implemented yet)."""
+
+from __future__ import annotations
+
+from model_compile.discover.tree import InputError
+
+
+def add_parser(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    p.set_defaults(command=name)
+
+
+def run(args) -> int:
+    raise InputError("'diff' is not implemented yet")

@@ -1,0 +1,43 @@
+"""`model-compile validate [--soft] [--hard] PATH`.
+
+Soft validation is static: nothing from the target repository is imported
+or executed, and torch is not imported. Hard validation runs the recipe's
+own tests with compile enabled (see `model_compile.hard`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_parser(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    p.add_argument("path", metavar="PATH", help="repository root (recipes/ inside) or one recipe folder")
+    p.add_argument("--soft", action="store_true", help="static review (the default)")
+    p.add_argument("--hard", action="store_true", help="runtime layers: structure, smoke with compile on, impact")
+    p.add_argument("--recipe", help="only this recipe (folder name under recipes/)")
+    p.add_argument("--format", choices=["text", "json", "markdown", "sarif", "github"], default="text")
+    hard = p.add_argument_group("hard validation")
+    hard.add_argument("--config-name", help="stage config to run, without .yaml")
+    hard.add_argument("--world-size", type=int, help="distributed world size for the smoke layer")
+    hard.add_argument(
+        "--config-override", action="append", default=[], metavar="K=V", help="extra smoke override (repeatable)"
+    )
+    hard.add_argument("--timeout", type=float, default=1800.0, help="seconds per layer (default 1800)")
+    hard.add_argument("--trace", action="store_true", help="record TORCH_TRACE and summarise it with tlparse")
+    hard.add_argument("--out", metavar="DIR", help="where hard validation keeps logs, JUnit XML and runtime JSON")
+    p.set_defaults(command=name)
+
+
+def run(args) -> int:
+    from model_compile.analyze import analyze_path
+    from model_compile.render import emit_report
+
+    if args.hard:
+        from model_compile.hard.runner import run_hard
+
+        return run_hard(args)
+    report = analyze_path(Path(args.path), recipe=args.recipe)
+    sys.stdout.write(emit_report(report, args.format, title="model-compile validate --soft"))
+    return report.exit_code

@@ -1,0 +1,119 @@
+"""Find documented fallbacks and intentional config choices.
+
+Two forms count:
+
+* a comment `# model-compile: <kind> - <reason>` on the line, or in the
+  three lines above, of the code or YAML key it explains;
+* a README section whose heading contains "Compile" and whose text names the
+  kind and gives a reason (at least a few words beyond the kind).
+"""
+
+from __future__ import annotations
+
+import re
+
+from model_compile.ledger.models import Documentation
+
+KINDS = ("submodule", "graph-break", "post-wrap", "regional", "enabled")
+
+COMMENT_RE = re.compile(
+    r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
+)
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# Kind words as people write them in prose.
+KIND_WORDS = {
+    "submodule": re.compile(r"\bsub-?modules?\b", re.I),
+    "graph-break": re.compile(r"\bgraph[- ]breaks?\b|compiler\.disable", re.I),
+    "post-wrap": re.compile(r"\bpost-wrap\b|\bafter (distributed )?wrapping\b", re.I),
+    "regional": re.compile(r"\bregional\b|\bper[- ]block\b|\bper[- ]layer\b", re.I),
+    "enabled": re.compile(
+        r"\b(?:enabled|on) by default\b|\bdefaults? to (?:true|enabled|on)\b|\benabled:\s*true\b", re.I
+    ),
+}
+MIN_REASON_WORDS = 3
+
+
+def parse_comment(text: str) -> tuple[str, str] | None:
+    """(kind, reason) from a comment body, or None."""
+    m = COMMENT_RE.search(text)
+    if not m:
+        return None
+    kind = m.group("kind").lower()
+    reason = (m.group("reason") or "").strip()
+    if kind not in KINDS:
+        return None
+    return kind, reason
+
+
+def comment_docs(comments: dict[int, str], path: str) -> list[Documentation]:
+    """Every well-formed `# model-compile:` comment in a file."""
+    out = []
+    for line, body in sorted(comments.items()):
+        parsed = parse_comment(body)
+        if parsed and parsed[1]:
+            out.append(Documentation(kind=parsed[0], reason=parsed[1], file=path, line=line, source="comment"))
+    return out
+
+
+def yaml_comments(text: str) -> dict[int, str]:
+    """Line -> comment body for YAML (a '#' outside quotes)."""
+    out: dict[int, str] = {}
+    for i, raw in enumerate(text.splitlines(), 1):
+        if "#" not in raw:
+            continue
+        quote = None
+        for j, ch in enumerate(raw):
+            if quote:
+                if ch == quote:
+                    quote = None
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "#" and (j == 0 or raw[j - 1] in " \t"):
+                out[i] = raw[j + 1 :].strip()
+                break
+    return out
+
+
+def documented_at(docs: list[Documentation], kind: str, path: str, line: int) -> Documentation | None:
+    """A comment of `kind` on `line` or within the three lines above it."""
+    for d in docs:
+        if d.source == "comment" and d.kind == kind and d.file == path and line - 3 <= d.line <= line:
+            return d
+    return None
+
+
+def readme_docs(text: str, path: str) -> list[Documentation]:
+    """Documentation from README sections whose heading mentions Compile."""
+    out: list[Documentation] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = HEADING_RE.match(lines[i])
+        if not m or "compile" not in m.group(2).lower():
+            i += 1
+            continue
+        level = len(m.group(1))
+        start = i
+        body: list[str] = []
+        i += 1
+        while i < len(lines):
+            n = HEADING_RE.match(lines[i])
+            if n and len(n.group(1)) <= level:
+                break
+            body.append(lines[i])
+            i += 1
+        section = " ".join(s.strip() for s in body)
+        for kind, word in KIND_WORDS.items():
+            hit = word.search(section)
+            if not hit:
+                continue
+            # The reason: the words of the section other than the kind itself.
+            rest = word.sub(" ", section)
+            words = re.findall(r"[A-Za-z]{2,}", rest)
+            if len(words) >= MIN_REASON_WORDS:
+                reason = section.strip()
+                reason = reason if len(reason) <= 200 else reason[:197] + "..."
+                out.append(
+                    Documentation(kind=kind, reason=reason, file=path, line=start + 1, source="readme")
+                )
+    return out

@@ -1,0 +1,83 @@
+"""Parse Python files of a recipe once, without importing them."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+from dataclasses import dataclass, field
+
+from model_compile.discover.tree import SourceTree, read_text
+
+
+@dataclass
+class PyModule:
+    """A parsed file: tree, lines and comments (line -> text after '#')."""
+
+    path: str
+    text: str
+    tree: ast.Module
+    lines: list[str]
+    comments: dict[int, str] = field(default_factory=dict)
+
+    def line(self, lineno: int) -> str:
+        if 1 <= lineno <= len(self.lines):
+            return self.lines[lineno - 1].strip()
+        return ""
+
+    def segment(self, node: ast.AST) -> str:
+        """One-line source text of a node (first line, trimmed)."""
+        seg = ast.get_source_segment(self.text, node) or ""
+        seg = " ".join(part.strip() for part in seg.splitlines())
+        return seg if len(seg) <= 160 else seg[:157] + "..."
+
+
+@dataclass
+class ParseFailure:
+    """A file that could not be parsed: reported as MC000."""
+
+    path: str
+    line: int
+    message: str
+
+
+def _comments(text: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    if "#" not in text:
+        return out
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                out[tok.start[0]] = tok.string[1:].strip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return out
+
+
+def parse_module(tree: SourceTree, path: str) -> PyModule | ParseFailure | None:
+    """Parse one file; None when it does not exist."""
+    text, problem = read_text(tree, path)
+    if text is None:
+        return None if problem == "missing" else ParseFailure(path, 1, f"cannot read {path}: {problem}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        return ParseFailure(path, exc.lineno or 1, f"{path} does not parse: {exc.msg}")
+    except (ValueError, RecursionError) as exc:
+        return ParseFailure(path, 1, f"{path} does not parse: {exc}")
+    return PyModule(path, text, module, text.splitlines(), _comments(text))
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` for Name/Attribute chains, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
