@@ -53,7 +53,7 @@ def _state(root):
         if ".git" not in p.parts and p.is_file():
             files[str(p)] = hashlib.sha1(p.read_bytes()).hexdigest()
     index = (root / ".git" / "index").read_bytes()
-    return git(root, "rev-parse", "HEAD"), hashlib.sha1(index).hexdigest(), git(root, "status", "--porcelain"), files
+    return git(root, "rev-parse", "HEAD"), hashlib.sha1(index).hexdigest(), git(root, "--no-optional-locks", "status", "--porcelain"), files
 
 
 def test_gittree_reads_blobs_without_checkout(tmp_path):
