@@ -71,8 +71,8 @@ def test_move_after_wrapping_is_new_mc404(history):
     (d,) = rep.recipes
     assert "compile moved: now after parallelize_model (wrap)" in d.ledger_changes
     f = next(f for f in rep.new if f.rule == "MC404")
-    assert f.file == "recipes/vlm/engine/vlm_engine.py" and f.side == "head" and f.on_changed_line
-    assert rep.new[0].on_changed_line  # changed-line findings first
+    assert f.file == "recipes/vlm/engine/vlm_engine.py" and f.side == "head" and f.near_change
+    assert rep.new[0].near_change  # findings at the change sort first
 
 
 def test_fix_is_fixed_mc404(history):

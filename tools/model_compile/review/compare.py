@@ -9,6 +9,7 @@ from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport
 from model_compile.review.models import DiffFinding, EventView, LedgerView, Side, ValueChange
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
+NEAR = 3  # lines: a finding this close to a changed line is "near the change"
 # Steps whose order relative to compile matters.
 _ORDERED_KINDS = ("build", "patch", "freeze", "upcast", "checkpointing", "graph_break", "wrap")
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
@@ -170,8 +171,10 @@ def split_findings(
     pool = Counter(remap(f, recipe_map, path_map).fingerprint for f in base)
     new, unchanged = [], []
     for f in head:
-        on = f.line in changed_lines.get(f.file, ())
-        df = DiffFinding(**f.model_dump(), side="head", on_changed_line=on)
+        lines = changed_lines.get(f.file, ())
+        on = f.line in lines
+        near = on or any(abs(f.line - n) <= NEAR for n in lines)
+        df = DiffFinding(**f.model_dump(), side="head", on_changed_line=on, near_change=near)
         if pool[f.fingerprint] > 0:
             pool[f.fingerprint] -= 1
             unchanged.append(df)
@@ -187,6 +190,6 @@ def split_findings(
             fixed.append(DiffFinding(**f.model_dump(), side="base", on_changed_line=False))
 
     def key(f: DiffFinding):
-        return (not f.on_changed_line, SEVERITY_ORDER.get(f.severity, 9), f.file, f.line, f.rule)
+        return (not f.on_changed_line, not f.near_change, SEVERITY_ORDER.get(f.severity, 9), f.file, f.line, f.rule)
 
     return sorted(new, key=key), sorted(fixed, key=key), sorted(unchanged, key=key)

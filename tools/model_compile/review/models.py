@@ -81,7 +81,10 @@ class DiffFinding(Finding):
     """A finding with where it sits relative to the change."""
 
     side: Literal["head", "base"] = Field(description="file and line are of this side (head, except for fixed)")
-    on_changed_line: bool = False
+    on_changed_line: bool = Field(default=False, description="its head-side line was added or changed")
+    near_change: bool = Field(
+        default=False, description=f"within {3} lines of a changed line (e.g. a moved neighbour made it wrong)"
+    )
 
 
 class DiffReport(BaseModel):

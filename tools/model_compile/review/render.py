@@ -12,7 +12,7 @@ def _rev(r) -> str:
 
 
 def _finding(f: DiffFinding) -> str:
-    mark = "*" if f.on_changed_line else " "
+    mark = "*" if f.on_changed_line else "~" if f.near_change else " "
     where = f"{f.file}:{f.line}"
     return f"{mark} {f.severity:<7} {f.rule} {where}  {f.message}"
 
@@ -61,7 +61,7 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
         sections.append(("unchanged", report.unchanged))
     for title, items in sections:
         lines.append("")
-        lines.append(f"{title} findings: {len(items)}" + ("  (* = on a changed line)" if title == "new" and items else ""))
+        lines.append(f"{title} findings: {len(items)}" + ("  (* on a changed line, ~ near one)" if title == "new" and items else ""))
         for f in items[:MAX_LIST]:
             lines.append("  " + _finding(f))
         if len(items) > MAX_LIST:
@@ -117,7 +117,7 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
         out.append("|---|---|---|---|---|")
         for f in items[:MAX_LIST]:
             out.append(
-                f"| {f.severity} | {f.rule} | `{f.file}:{f.line}` | {'yes' if f.on_changed_line else ''} | {_md_escape(f.message)} |"
+                f"| {f.severity} | {f.rule} | `{f.file}:{f.line}` | {'yes' if f.on_changed_line else 'near' if f.near_change else ''} | {_md_escape(f.message)} |"
             )
         if len(items) > MAX_LIST:
             out.append(f"\n{len(items) - MAX_LIST} more in `--format json`.")

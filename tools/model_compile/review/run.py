@@ -23,8 +23,7 @@ def _default_analyzer() -> Analyzer:
 
 
 def _analyse(analyze: Analyzer, side: ch.Side, recipes: list[str] | None) -> Report:
-    if recipes is not None and not recipes:
-        return Report(version=__version__, root=side.rev)
+    # Even with no recipe to analyse, the shared kit is (its findings belong to both sides).
     try:
         return analyze(side.tree, recipes)
     except InputError:
