@@ -121,6 +121,8 @@ def test_kit_change_affects_every_kit_recipe(history):
     rep = _step(history, "readme", "kit")
     assert rep.kit_changed and rep.kit_files == ["pkg/kit/mllm/model.py"]
     assert {(d.name, d.status) for d in rep.recipes} == {("vlm", "kit"), ("toy2", "kit")}
+    assert rep.kit_changes == ["MLLMModelKit.apply_model_compile (pkg/kit/mllm/model.py): in place -> not in place"]
+    assert "MC103" in _rules(rep.new) and rep.exit_code == 1
 
 
 def test_range_diff_summarises_the_whole_history(history):

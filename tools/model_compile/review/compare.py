@@ -193,3 +193,23 @@ def split_findings(
         return (not f.on_changed_line, not f.near_change, SEVERITY_ORDER.get(f.severity, 9), f.file, f.line, f.rule)
 
     return sorted(new, key=key), sorted(fixed, key=key), sorted(unchanged, key=key)
+
+
+def kit_changes(before: list, after: list, path_map: dict[str, str]) -> list[str]:
+    """Differences between the kits' `apply_model_compile` facts (KitFacts) of two sides."""
+    out: list[str] = []
+    b = {(path_map.get(k.file, k.file), k.class_name): k for k in before}
+    a = {(k.file, k.class_name): k for k in after}
+    for key in sorted(set(b) | set(a)):
+        kb, ka = b.get(key), a.get(key)
+        where = f"{key[1]}.apply_model_compile ({key[0]})"
+        if kb is None:
+            out.append(f"{where} added ({'in place' if ka.in_place else 'NOT in place'})")
+        elif ka is None:
+            out.append(f"{where} removed")
+        else:
+            if kb.in_place != ka.in_place:
+                out.append(f"{where}: {'in place' if kb.in_place else 'not in place'} -> {'in place' if ka.in_place else 'not in place'}")
+            if sorted(kb.disables) != sorted(ka.disables):
+                out.append(f"{where}: compiler.disable regions {sorted(kb.disables) or 'none'} -> {sorted(ka.disables) or 'none'}")
+    return out

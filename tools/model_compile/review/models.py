@@ -96,6 +96,9 @@ class DiffReport(BaseModel):
     head: Revision
     kit_changed: bool = False
     kit_files: list[str] = Field(default_factory=list)
+    kit_changes: list[str] = Field(
+        default_factory=list, description="what changed in apply_model_compile (in place, disabled regions, where)"
+    )
     shared_files: list[ChangedFile] = Field(
         default_factory=list, description="changed files outside any recipe (kit included)"
     )

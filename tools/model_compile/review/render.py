@@ -26,7 +26,8 @@ def _recipe_lines(d: RecipeDiff) -> list[str]:
         out.append(f"    {f.change:<8} {f.kind:<7} {f.path}{src}{' [binary]' if f.binary else ''}")
     b, a = d.before, d.after
     if b and a and (b.compile_path != a.compile_path or b.placement != a.placement):
-        out.append(f"  compile: {b.compile_path} -> {a.compile_path}")
+        path = a.compile_path if a.compile_path == b.compile_path else f"{b.compile_path} -> {a.compile_path}"
+        out.append(f"  compile: {path}")
         if b.placement or a.placement:
             out.append(f"    before: {b.placement or '-'}")
             out.append(f"    after:  {a.placement or '-'}")
@@ -48,6 +49,8 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
         lines.append(f"note: {n}")
     if report.kit_changed:
         lines.append(f"shared kit changed: {', '.join(report.kit_files)} (every kit recipe is affected)")
+    for c in report.kit_changes:
+        lines.append(f"  - {c}")
     other = [f for f in report.shared_files if f.kind != "kit"]
     if other:
         lines.append(f"shared files changed: {len(other)}" + "".join(f"\n    {f.change:<8} {f.path}" for f in other[:20]))
@@ -84,6 +87,8 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
     out.append("")
     if report.kit_changed:
         out.append(f"Shared kit changed (`{'`, `'.join(report.kit_files)}`): every kit recipe is affected.")
+        for c in report.kit_changes:
+            out.append(f"- {_md_escape(c)}")
         out.append("")
     if report.recipes:
         out.append("| recipe | status | touches | compile path | new | fixed |")

@@ -9,7 +9,7 @@ from model_compile import __version__
 from model_compile.discover.tree import InputError, SourceTree
 from model_compile.findings.models import Finding, Report
 from model_compile.review import changes as ch
-from model_compile.review.compare import config_changes, ledger_changes, side_view, split_findings
+from model_compile.review.compare import config_changes, kit_changes, ledger_changes, side_view, split_findings
 from model_compile.review.gittree import open_repo
 from model_compile.review.models import DiffReport, RecipeDiff, Revision
 
@@ -92,6 +92,7 @@ def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
     all_recipes = report.kit_changed
     head_report = _analyse(analyze, head_side, None if all_recipes else want_head)
     base_report = _analyse(analyze, base_side, None if all_recipes else want_base)
+    report.kit_changes = kit_changes(base_report.kit, head_report.kit, path_map)
     heads = {r.name: r for r in head_report.recipes}
     bases = {r.name: r for r in base_report.recipes}
 
