@@ -98,6 +98,7 @@ def test_rename_keeps_findings_unchanged(history):
     assert (d.status, d.old_name, d.name) == ("renamed", "toy", "toy2")
     assert all(f.change == "renamed" for f in d.files)
     assert rep.fixed == [] and rep.exit_code == 0
+    assert d.ledger_changes == [] and d.config_changes == []
     # whatever toy had, toy2 has the same (matched through the rename)
     assert all(f.recipe != "toy2" for f in rep.new), rep.new
 

@@ -60,6 +60,12 @@ def _pair_ledgers(before: RecipeReport, after: RecipeReport):
     return pairs, rest_b, rest_a
 
 
+def _placement(text: str) -> str:
+    """Placement without its `Engine.prepare_model:` prefix (a renamed class is no move)."""
+    head, sep, rest = text.partition(": ")
+    return rest if sep and "." in head else text
+
+
 def _cond(conds: list[str]) -> str:
     return " and ".join(conds) if conds else "always"
 
@@ -120,7 +126,7 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             out.append(f"{prefix}step added: {name}")
         for name in sorted(bn - an):
             out.append(f"{prefix}step removed: {name}")
-    if not out and before.placement != after.placement and after.placement:
+    if not out and _placement(before.placement) != _placement(after.placement) and after.placement:
         out.append(f"placement: {before.placement or '?'} -> {after.placement}")
     return out
 

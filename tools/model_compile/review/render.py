@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from model_compile.review.compare import _placement
 from model_compile.review.models import DiffFinding, DiffReport, RecipeDiff
 
 MAX_LIST = 50  # bounded output: at most this many findings per section
@@ -25,7 +26,7 @@ def _recipe_lines(d: RecipeDiff) -> list[str]:
         src = f" (from {f.old_path})" if f.old_path else ""
         out.append(f"    {f.change:<8} {f.kind:<7} {f.path}{src}{' [binary]' if f.binary else ''}")
     b, a = d.before, d.after
-    if b and a and (b.compile_path != a.compile_path or b.placement != a.placement):
+    if b and a and (b.compile_path != a.compile_path or _placement(b.placement) != _placement(a.placement)):
         path = a.compile_path if a.compile_path == b.compile_path else f"{b.compile_path} -> {a.compile_path}"
         out.append(f"  compile: {path}")
         if b.placement or a.placement:
