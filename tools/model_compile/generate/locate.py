@@ -125,6 +125,11 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
+# Hugging Face classes whose module tree is known (checked before the generic VLM hint).
+KNOWN_LAYOUTS = [
+    (r"ViTForImageClassification", {"submodule": "vit", "regional": "vit.encoder.layer"}),
+    (r"(?:Llama|Qwen2|Qwen3|Mistral)ForCausalLM", {"submodule": "model", "regional": "model.layers"}),
+]
 VLM_HINT = re.compile(r"Qwen\d?(?:_\d)?_?VL|VisionTransformer|\.visual\b|vision_tower|ForConditionalGeneration")
 
 
@@ -143,6 +148,11 @@ def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str
         name = wrapped_var or model_var
         return TargetChoice(target=name, inferred=True, why="the module returned by the distributed wrapper")
     text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
+    for pattern, layout in KNOWN_LAYOUTS:
+        if re.search(pattern, text) and path in layout:
+            return TargetChoice(
+                target=f"{model_var}.{layout[path]}", inferred=True, why=f"known layout of {pattern} in the recipe's model code"
+            )
     if VLM_HINT.search(text):
         choice = {
             "submodule": f"{model_var}.model.language_model",
