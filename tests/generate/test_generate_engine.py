@@ -22,7 +22,8 @@ def _only_insertions(old: str, new: str) -> list[str]:
     added = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         assert op in ("equal", "insert"), (op, a[i1:i2], b[j1:j2])
-        added.extend(b[j1:j2])
+        if op == "insert":
+            added.extend(b[j1:j2])
     return added
 
 

@@ -10,6 +10,7 @@ Everything else reprints byte for byte (LibCST is lossless).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -335,6 +336,8 @@ def add_from_import(module: cst.Module, mod: str, name: str) -> cst.Module:
                 last_same = i - 1
                 break
     existing = any(_import_module(s) == mod for s in module.body)
+    if last_same is None and not existing and root in sys.stdlib_module_names:
+        return _add_stdlib_import(module, mod, name)
     if last_same is None or existing:
         ctx = CodemodContext()
         AddImportsVisitor.add_needed_import(ctx, mod, name)
@@ -343,6 +346,25 @@ def add_from_import(module: cst.Module, mod: str, name: str) -> cst.Module:
     body = list(module.body)
     body.insert(last_same + 1, new)
     return module.with_changes(body=body)
+
+
+def _add_stdlib_import(module: cst.Module, mod: str, name: str) -> cst.Module:
+    """A standard-library import opens the import block (its own group)."""
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        m = _import_module(stmt)
+        if m is None and not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)):
+            continue
+        if m == "__future__":
+            continue
+        new = cst.parse_statement(f"from {mod} import {name}\n").with_changes(leading_lines=stmt.leading_lines)
+        stdlib = m is not None and m.split(".")[0] in sys.stdlib_module_names
+        body[i] = stmt.with_changes(leading_lines=[] if stdlib else [cst.EmptyLine(indent=False)])
+        body.insert(i, new)
+        return module.with_changes(body=body)
+    ctx = CodemodContext()
+    AddImportsVisitor.add_needed_import(ctx, mod, name)
+    return module.visit(AddImportsVisitor(ctx))
 
 
 def _edit_class(cls, module, path_kind, block, model_var, kit_init, kit_attr_stmt, notes, filename):

@@ -9,7 +9,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
 from model_compile.discover.tree import InputError
-from model_compile.generate.engine_edit import dotted
+from model_compile.generate.engine_edit import add_from_import, dotted
 
 
 @dataclass
@@ -126,8 +126,8 @@ def edit_schema(source: str, *, root_hint: str | None, render_class, render_fiel
     body[pos] = new_model_cls.with_changes(leading_lines=body[pos].leading_lines)
     notes.append(f"{filename}: added field {model_cls}.compile")
     module = module.with_changes(body=body)
+    module = add_from_import(module, "typing", "Literal")
     ctx = CodemodContext()
-    AddImportsVisitor.add_needed_import(ctx, "typing", "Literal")
     AddImportsVisitor.add_needed_import(ctx, "pydantic", "Field")
     AddImportsVisitor.add_needed_import(ctx, "pydantic", "BaseModel")
     if cfg is not None:
