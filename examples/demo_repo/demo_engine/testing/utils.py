@@ -20,7 +20,7 @@ from demo_engine.engine import PHASES, Engine, get_engine_class
 
 # Applied to every smoke run before the user's overrides: a few steps (so a
 # steady-state step exists next to the first one), no data workers.
-SMOKE_OVERRIDES = ("train.max_steps=3", "data.num_workers=0", "train.log_every=1")
+SMOKE_OVERRIDES = ("train.max_steps=4", "data.num_workers=0", "train.log_every=1")
 
 
 # -- recipe paths and imports ------------------------------------------------
