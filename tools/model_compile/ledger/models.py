@@ -67,6 +67,10 @@ class Event(BaseModel):
         default_factory=list,
         description="helper calls followed to reach this event, outermost first",
     )
+    anchor_line: int | None = Field(
+        default=None,
+        description="line of the statement directly in prepare_model's body that reaches this event",
+    )
     reachable: bool = True
     kit: bool = Field(default=False, description="reached through a model-kit method")
     compile_style: CompileStyle | None = None

@@ -1,0 +1,126 @@
+"""The soft-validation pipeline: discover -> parse -> ledger -> rules -> findings.
+
+Static only: files are read and parsed, never imported or executed, and torch
+is never imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from model_compile import __version__
+from model_compile.discover.recipes import RecipeLocation, find_recipes
+from model_compile.discover.repo import repo_facts
+from model_compile.discover.tree import DiskTree, InputError, SourceTree
+from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport, Report
+from model_compile.ledger.recipe import RecipeContext, RepoFacts, build_context
+from model_compile.ledger.summary import compile_path, compiled_targets, placement
+from model_compile.rules import ALL_RULES
+
+
+def review_context(ctx: RecipeContext) -> RecipeReport:
+    """Run every rule over one parsed recipe."""
+    report = RecipeReport(
+        name=ctx.loc.name,
+        path=ctx.loc.prefix or ".",
+        compile_path=compile_path(ctx),  # type: ignore[arg-type]
+        compiled_target=compiled_targets(ctx),
+        placement=placement(ctx),
+        ledger=ctx.ledgers,
+        config=ctx.config,
+        documentation=ctx.docs,
+    )
+    findings: list[Finding] = []
+    for rule in ALL_RULES:
+        findings.extend(rule().check(ctx, report))
+    report.findings = _dedupe(findings)
+    return report
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.file, f.line, f.rule)):
+        key = (f.rule, f.file, f.line, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def analyze_tree(
+    tree: SourceTree,
+    recipes: list[str] | None = None,
+    repo_tree: SourceTree | None = None,
+    root_label: str = ".",
+    single_name: str | None = None,
+) -> Report:
+    """Analyse every recipe in a tree (root = repository root or one recipe folder).
+
+    `recipes` limits the analysis to those names; `repo_tree` is where the
+    shared kit is looked for when the tree is a single recipe.
+    """
+    locations = find_recipes(tree, single_name)
+    if recipes is not None:
+        locations = [loc for loc in locations if loc.name in recipes]
+    facts = repo_facts(repo_tree if repo_tree is not None else tree)
+    report = Report(version=__version__, root=root_label, kit=facts.kit)
+    for loc in locations:
+        report.recipes.append(review_context(build_context(tree, loc, facts)))
+    for kit in facts.kit:
+        if not kit.in_place:
+            report.findings.append(
+                Finding(
+                    rule="MC103",
+                    severity="error",
+                    file=kit.file,
+                    line=kit.line,
+                    message=f"{kit.class_name}.apply_model_compile does not compile in place: keys gain `_orig_mod.` in every kit recipe",
+                    fix="use module.compile(backend=backend, mode=mode) inside the kit",
+                )
+            )
+    return report
+
+
+def _repo_root_of(recipe_dir: Path) -> Path | None:
+    for parent in [recipe_dir, *recipe_dir.parents]:
+        if (parent / "recipes").is_dir() and parent != recipe_dir:
+            return parent
+    return None
+
+
+def analyze_path(path: Path, recipe: str | None = None) -> Report:
+    """Analyse a repository root (recipes/ inside) or one recipe folder on disk."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise InputError(f"{path}: not a directory (give a repository root or a recipe folder)")
+    if (path / "recipes").is_dir():
+        tree = DiskTree(path)
+        report = analyze_tree(tree, [recipe] if recipe else None, root_label=str(path))
+        if not report.recipes:
+            what = f"no recipe named {recipe!r}" if recipe else "no recipes"
+            raise InputError(f"{path}: {what} under recipes/ (a recipe has engine/*.py or configs/schema.py)")
+        return report
+    tree = DiskTree(path)
+    if not find_recipes(tree):
+        raise InputError(f"{path}: no recipes found (expected recipes/<name>/ or a folder with engine/ and configs/)")
+    repo_root = _repo_root_of(path.resolve())
+    repo_tree = _RelTree(DiskTree(repo_root), path.resolve(), repo_root) if repo_root else None
+    return analyze_tree(tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name)
+
+
+class _RelTree:
+    """A repository tree whose paths are reported relative to a recipe folder."""
+
+    def __init__(self, tree: DiskTree, recipe_dir: Path, repo_root: Path):
+        self._tree = tree
+        self._prefix = Path(*[".."] * len(recipe_dir.relative_to(repo_root).parts)).as_posix()
+
+    def files(self) -> list[str]:
+        return [f"{self._prefix}/{f}" if not f.startswith("recipes/") else f for f in self._tree.files()]
+
+    def read_bytes(self, path: str) -> bytes | None:
+        if path.startswith(self._prefix + "/"):
+            path = path[len(self._prefix) + 1 :]
+        return self._tree.read_bytes(path)

@@ -1,0 +1,77 @@
+"""Repository-wide facts read outside the recipes: the kit's compile and
+whether the repository's wrapper shards block by block (FSDP2)."""
+
+from __future__ import annotations
+
+import ast
+
+from model_compile.discover.tree import SourceTree, read_text
+from model_compile.findings.models import KitFacts
+from model_compile.ledger.recipe import RepoFacts
+from model_compile.parse.python import dotted
+
+
+def _kit_facts(path: str, text: str) -> list[KitFacts]:
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    out = []
+    for cls in [n for n in ast.walk(module) if isinstance(n, ast.ClassDef)]:
+        for fn in cls.body:
+            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "apply_model_compile"):
+                continue
+            in_place, wrapper, disables = False, False, []
+            for node in ast.walk(fn):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = dotted(node.func) or ""
+                if name == "torch.compile":
+                    arg = node.args[0] if node.args else None
+                    if not (isinstance(arg, ast.Attribute) and arg.attr == "forward"):
+                        wrapper = True
+                elif isinstance(node.func, ast.Attribute) and node.func.attr == "compile":
+                    in_place = True
+                elif name.endswith(("compiler.disable", "_dynamo.disable")) and node.args:
+                    target = ast.unparse(node.args[0])
+                    disables.append(target[: -len(".forward")] if target.endswith(".forward") else target)
+            out.append(
+                KitFacts(file=path, line=fn.lineno, class_name=cls.name, in_place=in_place and not wrapper, disables=disables)
+            )
+    return out
+
+
+def _shards_per_block(text: str) -> bool:
+    """`fully_shard(...)` called inside a loop somewhere in the file."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    for loop in ast.walk(module):
+        if isinstance(loop, (ast.For, ast.While)):
+            for node in ast.walk(loop):
+                if isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "fully_shard":
+                    return True
+    return False
+
+
+def repo_facts(tree: SourceTree) -> RepoFacts:
+    """Scan Python files outside recipes/ (cheap text test before parsing)."""
+    facts = RepoFacts()
+    per_block = False
+    for path in tree.files():
+        if not path.endswith(".py") or path.startswith("recipes/"):
+            continue
+        data = tree.read_bytes(path) or b""
+        if b"apply_model_compile" not in data and b"fully_shard" not in data:
+            continue
+        text, _ = read_text(tree, path)
+        if text is None:
+            continue
+        if "def apply_model_compile" in text:
+            facts.kit.extend(_kit_facts(path, text))
+        if "fully_shard" in text and _shards_per_block(text):
+            per_block = True
+    if per_block:
+        facts.per_block_wrappers = {"parallelize_model", "fully_shard", "apply_fsdp", "apply_fsdp2", "shard_model"}
+    return facts

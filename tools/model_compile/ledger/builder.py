@@ -1,0 +1,521 @@
+"""Build the ledger of a `prepare_model()` by walking its AST.
+
+A small abstract interpreter: it follows statements in order through
+if/else arms, loops, early returns, local aliases (`cfg =
+self.config.model.compile`), reassignments of the model, and calls into
+methods of the same class and functions of the same recipe (depth-limited).
+It tracks which model object each name holds, so a compile applied to a copy
+or to a model rebuilt afterwards can be told apart from the returned one.
+Nothing is imported or executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from model_compile.ledger.classify import classify_call, is_graph_break_decorator
+from model_compile.ledger.models import Branch, Event, Ledger
+from model_compile.parse.python import PyModule, dotted
+
+MAX_DEPTH = 4
+FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass
+class Callable_:
+    """A function the walker can step into."""
+
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    module: PyModule
+    is_method: bool
+
+
+# Resolves a bare function name used in a module to its definition in the recipe.
+Resolver = Callable[[PyModule, str], "Callable_ | None"]
+
+
+@dataclass
+class Frame:
+    """Walker state for one function body."""
+
+    module: PyModule
+    aliases: dict[str, ast.expr] = field(default_factory=dict)
+    models: dict[str, int] = field(default_factory=dict)
+    loops: dict[str, str] = field(default_factory=dict)
+    returned: list[int | None] = field(default_factory=list)
+
+
+@dataclass
+class Ctx:
+    """Where the walker is: gating conditions, branch arms, call chain."""
+
+    conditions: tuple[str, ...] = ()
+    branches: tuple[Branch, ...] = ()
+    via: tuple[str, ...] = ()
+    anchor: int | None = None
+    reachable: bool = True
+    depth: int = 0
+
+    def but(self, **kw) -> "Ctx":
+        return Ctx(**{**self.__dict__, **kw})
+
+
+def negate(expr: ast.expr) -> ast.expr:
+    """`not x` -> `x`; otherwise wrap in `not`."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        return expr.operand
+    return ast.UnaryOp(op=ast.Not(), operand=expr)
+
+
+def _is_false(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value in (False, 0, None)
+
+
+class LedgerBuilder:
+    """Walk one engine class's prepare_model into a Ledger."""
+
+    def __init__(self, cls: ast.ClassDef, module: PyModule, methods: dict[str, Callable_], resolver: Resolver):
+        self.cls = cls
+        self.module = module
+        self.methods = methods
+        self.resolver = resolver
+        self.events: list[Event] = []
+        self.notes: list[str] = []
+        self._ids = itertools.count(1)
+        self._stack: list[ast.AST] = []
+
+    # -- entry -------------------------------------------------------------
+    def build(self) -> Ledger:
+        pm = self.methods["prepare_model"]
+        frame = Frame(module=pm.module)
+        self._stack.append(pm.node)
+        self._block(pm.node.body, frame, Ctx(), top=True)
+        self._stack.pop()
+        returned = next((r for r in frame.returned if r is not None), None)
+        return Ledger(
+            engine_class=self.cls.name,
+            file=pm.module.path,
+            line=pm.node.lineno,
+            events=self.events,
+            returned_identity=returned,
+            notes=self.notes,
+        )
+
+    # -- expressions -------------------------------------------------------
+    def resolve(self, expr: ast.expr, frame: Frame) -> ast.expr:
+        """Substitute local aliases into an expression (copy)."""
+        if not frame.aliases:
+            return expr
+        aliases = frame.aliases
+
+        class Sub(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name):
+                if isinstance(node.ctx, ast.Load) and node.id in aliases:
+                    return copy.deepcopy(aliases[node.id])
+                return node
+
+        return Sub().visit(copy.deepcopy(expr))
+
+    def text(self, expr: ast.expr, frame: Frame) -> str:
+        resolved = self.resolve(expr, frame)
+        root = _root_name(resolved)
+        out = ast.unparse(resolved)
+        if root in frame.loops:
+            rest = out[len(root):]
+            return f"each of {frame.loops[root]}{rest}"
+        return out
+
+    def identity(self, expr: ast.expr | None, frame: Frame) -> int | None:
+        """Which model object an expression evaluates to (None: not a model)."""
+        if expr is None:
+            return None
+        key = dotted(expr)
+        if key is not None:
+            if key in frame.models:
+                return frame.models[key]
+            if isinstance(expr, ast.Name) and expr.id in frame.aliases:
+                return self.identity(frame.aliases[expr.id], frame)
+            return None
+        if isinstance(expr, ast.Call):
+            kind, facts = classify_call(expr)
+            full = dotted(expr.func) or ""
+            if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
+                return None  # a new object; the caller assigns a fresh id
+            if isinstance(expr.func, ast.Attribute):
+                inner = self.identity(expr.func.value, frame)
+                if inner is not None and expr.func.attr not in ("parameters", "named_parameters", "state_dict"):
+                    return inner
+            for arg in list(expr.args) + [k.value for k in expr.keywords]:
+                ident = self.identity(arg, frame)
+                if ident is not None:
+                    return ident
+        return None
+
+    def _is_new_object(self, expr: ast.expr) -> bool:
+        if not isinstance(expr, ast.Call):
+            return False
+        kind, _ = classify_call(expr)
+        full = dotted(expr.func) or ""
+        if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
+            return True
+        if isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Call):
+            return self._is_new_object(expr.func.value)  # build(...).to(device)
+        return False
+
+    # -- statements --------------------------------------------------------
+    def _block(self, body: list[ast.stmt], frame: Frame, ctx: Ctx, top: bool = False) -> bool:
+        """Walk statements; True when the block always ends in return/raise."""
+        for stmt in body:
+            sctx = ctx.but(anchor=stmt.lineno) if top else ctx
+            ended = self._stmt(stmt, frame, sctx)
+            if ended == "return":
+                rest = body[body.index(stmt) + 1 :]
+                if rest:
+                    dead = ctx.but(reachable=False)
+                    for s in rest:
+                        self._stmt(s, frame, dead.but(anchor=s.lineno) if top else dead)
+                return True
+            if isinstance(ended, ast.expr):  # early return under `if`: the rest runs under `not test`
+                ctx = ctx.but(conditions=ctx.conditions + (ast.unparse(ended),))
+        return False
+
+    def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx):
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            value = stmt.value if isinstance(stmt, ast.Return) else stmt.exc
+            if value is not None:
+                self._expr(value, frame, ctx)
+            if isinstance(stmt, ast.Return):
+                ident = self.identity(stmt.value, frame) if stmt.value is not None else None
+                if ctx.reachable:
+                    frame.returned.append(ident)
+                if ctx.depth == 0 and stmt.value is not None:
+                    self._event("return", stmt, frame, ctx, call=self.module_of(frame).segment(stmt), target_expr=stmt.value)
+            return "return"
+        if isinstance(stmt, ast.If):
+            return self._if(stmt, frame, ctx)
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self._expr(stmt.iter, frame, ctx)
+            loop_ctx = ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="loop"),))
+            saved = dict(frame.loops)
+            for name in _target_names(stmt.target):
+                frame.loops[name] = self.text(stmt.iter, frame)
+            self._block(stmt.body, frame, loop_ctx)
+            frame.loops = saved
+            self._block(stmt.orelse, frame, ctx)
+            return None
+        if isinstance(stmt, ast.While):
+            self._expr(stmt.test, frame, ctx)
+            self._block(stmt.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="loop"),)))
+            return None
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self._expr(item.context_expr, frame, ctx)
+            return "return" if self._block(stmt.body, frame, ctx) else None
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            ended = self._block(stmt.body, frame, ctx)
+            for h in stmt.handlers:
+                self._block(h.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{h.lineno}", arm="else"),)))
+            self._block(stmt.orelse, frame, ctx)
+            self._block(stmt.finalbody, frame, ctx)
+            return "return" if ended and not stmt.handlers else None
+        if isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                self._block(case.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="else"),)))
+            return None
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self._assign(stmt, frame, ctx)
+            return None
+        if isinstance(stmt, ast.Expr):
+            self._expr(stmt.value, frame, ctx)
+            return None
+        if isinstance(stmt, FunctionDef):
+            for dec in stmt.decorator_list:
+                if is_graph_break_decorator(dec):
+                    self._event("graph_break", dec, frame, ctx, call=f"@{ast.unparse(dec)} def {stmt.name}", target_text=stmt.name)
+            return None
+        return None
+
+    def _if(self, stmt: ast.If, frame: Frame, ctx: Ctx):
+        self._expr(stmt.test, frame, ctx)
+        test = self.resolve(stmt.test, frame)
+        node = f"{frame.module.path}:{stmt.lineno}"
+        then_ctx = ctx.but(
+            conditions=ctx.conditions + (ast.unparse(test),),
+            branches=ctx.branches + (Branch(node=node, arm="then"),),
+            reachable=ctx.reachable and not _is_false(stmt.test),
+        )
+        else_ctx = ctx.but(
+            conditions=ctx.conditions + (ast.unparse(negate(test)),),
+            branches=ctx.branches + (Branch(node=node, arm="else"),),
+        )
+        then_frame_models = dict(frame.models)
+        then_ends = self._block(stmt.body, frame, then_ctx)
+        after_then = frame.models
+        frame.models = then_frame_models if then_ends else dict(after_then)
+        else_ends = self._block(stmt.orelse, frame, else_ctx) if stmt.orelse else False
+        if then_ends and else_ends:
+            return "return"
+        if then_ends and not stmt.orelse:
+            return negate(test)  # the rest of the block runs only when the test is false
+        if not then_ends:
+            frame.models = {**frame.models, **after_then}
+        return None
+
+    def _assign(self, stmt, frame: Frame, ctx: Ctx) -> None:
+        value = stmt.value
+        if value is None:
+            return
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        stored_into = [t for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))]
+        self._expr(value, frame, ctx, result_kept=True, stored_into=stored_into)
+        for target in targets:
+            self._statement_events(target, value, frame, ctx)
+        if isinstance(stmt, ast.AugAssign):
+            return
+        new = self._is_new_object(value)
+        ident = None if new else self.identity(value, frame)
+        if new:
+            ident = next(self._ids)
+        for target in targets:
+            key = dotted(target)
+            if key is None:
+                continue
+            if isinstance(target, ast.Name):
+                frame.aliases.pop(target.id, None)
+                if ident is None and _aliasable(value):
+                    frame.aliases[target.id] = self.resolve(value, frame)
+            if ident is not None:
+                frame.models[key] = ident
+            else:
+                frame.models.pop(key, None)
+
+    def _statement_events(self, target: ast.expr, value: ast.expr, frame: Frame, ctx: Ctx) -> None:
+        """Freeze and upcast written as assignments."""
+        if isinstance(target, ast.Attribute) and target.attr == "requires_grad":
+            if isinstance(value, ast.Constant) and value.value is False:
+                self._event("freeze", target, frame, ctx, call=f"{ast.unparse(target)} = False", target_expr=target.value)
+        if isinstance(target, ast.Attribute) and target.attr == "data":
+            text = ast.unparse(value)
+            if any(t in text for t in (".to(", ".float(", "float32", "bfloat16", ".half(")):
+                if self.events and self.events[-1].kind == "upcast" and self.events[-1].line == value.lineno:
+                    self.events.pop()  # the `.to(dtype)` call on the right is this same upcast
+                self._event("upcast", target, frame, ctx, call=f"{ast.unparse(target)} = {text}", target_expr=target.value)
+
+    def _expr(self, expr: ast.expr, frame: Frame, ctx: Ctx, result_kept: bool = False, stored_into=()) -> None:
+        """Record the calls of an expression in evaluation order."""
+        for call, kept in _calls_in_order(expr, result_kept):
+            self._call(call, frame, ctx, kept, stored_into if call is expr else ())
+
+    # -- calls -------------------------------------------------------------
+    def _call(self, call: ast.Call, frame: Frame, ctx: Ctx, kept: bool, stored_into) -> None:
+        callee = self._local_callee(call, frame)
+        if callee is not None and ctx.depth < MAX_DEPTH and callee.node not in self._stack:
+            before = len(self.events)
+            self._enter(callee, call, frame, ctx)
+            if len(self.events) > before:
+                return
+        elif callee is not None and ctx.depth >= MAX_DEPTH:
+            self.notes.append(f"not followed (depth limit): {frame.module.segment(call)}")
+        kind, facts = classify_call(call)
+        if kind is None:
+            return
+        extra: dict = {}
+        if kind == "compile":
+            style = facts.get("style")
+            if facts.get("kit"):
+                extra["compile_style"] = "kit"
+                target = _first_arg(call, "model")
+            elif style == "inplace":
+                extra["compile_style"] = "inplace"
+                target = call.func.value  # type: ignore[union-attr]
+            else:
+                target = _first_arg(call, "model")
+                if target is not None and _looks_like_function(target, frame):
+                    extra["compile_style"] = "function"
+                    target = target.value if isinstance(target, ast.Attribute) and target.attr == "forward" else target
+                else:
+                    extra["compile_style"] = "wrapper"
+                    extra["replaces_model"] = bool(kept or stored_into)
+            extra["arguments"] = {k.arg: self.text(k.value, frame) for k in call.keywords if k.arg}
+            self._event(kind, call, frame, ctx, target_expr=target, kit=bool(facts.get("kit")), **extra)
+            return
+        if kind == "graph_break":
+            target = _first_arg(call, "fn")
+            if isinstance(target, ast.Attribute) and target.attr == "forward":
+                target = target.value
+            self._event(kind, call, frame, ctx, target_expr=target)
+            return
+        if kind == "upcast" or (kind == "build" and not facts.get("kit")):
+            recv = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if kind == "upcast" and recv is not None and self._is_new_object(recv):
+                return  # build(...).to(dtype=...) is part of the build
+        target = None if kind == "build" else _first_arg(call, "model")
+        if target is None and kind != "build" and isinstance(call.func, ast.Attribute):
+            target = call.func.value
+        self._event(kind, call, frame, ctx, target_expr=target, kit=bool(facts.get("kit")))
+
+    def _local_callee(self, call: ast.Call, frame: Frame) -> Callable_ | None:
+        func = call.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.methods.get(func.attr)
+        if isinstance(func, ast.Name):
+            return self.resolver(frame.module, func.id)
+        return None
+
+    def _enter(self, callee: Callable_, call: ast.Call, frame: Frame, ctx: Ctx) -> None:
+        inner = Frame(module=callee.module)
+        params = [a.arg for a in callee.node.args.posonlyargs + callee.node.args.args]
+        if callee.is_method and params:
+            params = params[1:]
+        bound: dict[str, ast.expr] = dict(zip(params, call.args))
+        for kw in call.keywords:
+            if kw.arg:
+                bound[kw.arg] = kw.value
+        for name, arg in bound.items():
+            ident = self.identity(arg, frame)
+            if ident is not None:
+                inner.models[name] = ident
+            if _aliasable(arg):
+                inner.aliases[name] = self.resolve(arg, frame)
+            elif dotted(arg) in frame.loops:
+                inner.loops[name] = frame.loops[dotted(arg)]
+        inner.loops.update({k: v for k, v in frame.loops.items() if k not in bound})
+        self._stack.append(callee.node)
+        self._block(callee.node.body, inner, ctx.but(depth=ctx.depth + 1, via=ctx.via + (frame.module.segment(call),)))
+        self._stack.pop()
+
+    def module_of(self, frame: Frame) -> PyModule:
+        return frame.module
+
+    def _event(self, kind: str, node: ast.AST, frame: Frame, ctx: Ctx, call: str | None = None,
+               target_expr: ast.expr | None = None, target_text: str | None = None, kit: bool = False, **extra) -> None:
+        target = target_text
+        ident = None
+        if target_expr is not None:
+            target = self.text(target_expr, frame)
+            root = _root_key(target_expr, frame)
+            ident = frame.models.get(root) if root else None
+            if ident is None:
+                ident = self.identity(target_expr, frame)
+        self.events.append(
+            Event(
+                kind=kind,  # type: ignore[arg-type]
+                file=frame.module.path,
+                line=getattr(node, "lineno", 0),
+                call=call or frame.module.segment(node),
+                condition=list(ctx.conditions),
+                target=target,
+                via=list(ctx.via),
+                anchor_line=ctx.anchor,
+                reachable=ctx.reachable,
+                kit=kit,
+                branches=list(ctx.branches),
+                model_identity=ident,
+                **extra,
+            )
+        )
+
+
+def _root_name(expr: ast.expr) -> str | None:
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _root_key(expr: ast.expr, frame: Frame) -> str | None:
+    """The longest dotted prefix of expr that names a tracked model."""
+    node = expr
+    while True:
+        key = dotted(node)
+        if key is not None and key in frame.models:
+            return key
+        if isinstance(node, ast.Name) and node.id in frame.aliases:
+            return _root_key(frame.aliases[node.id], frame)
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            break
+    root = _root_name(expr)
+    if root and root in frame.loops:
+        # each of model.layers: the loop iterates over the model named first.
+        text = frame.loops[root]
+        head = text.split(".")[0].split("(")[0]
+        return head if head in frame.models else None
+    return None
+
+
+def _aliasable(expr: ast.expr) -> bool:
+    """Pure references worth substituting: names, attribute chains, getattr(x, 'y')."""
+    if dotted(expr) is not None:
+        return True
+    if isinstance(expr, ast.Subscript):
+        return _aliasable(expr.value)
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        return _aliasable(expr.operand)
+    if isinstance(expr, ast.BoolOp):
+        return all(_aliasable(v) for v in expr.values)
+    return False
+
+
+def _first_arg(call: ast.Call, keyword: str) -> ast.expr | None:
+    if call.args:
+        return call.args[0]
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    return None
+
+
+def _looks_like_function(expr: ast.expr, frame: Frame) -> bool:
+    if isinstance(expr, ast.Attribute) and expr.attr in ("forward", "__call__"):
+        return True
+    if isinstance(expr, ast.Lambda):
+        return True
+    return False
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        names = []
+        for elt in target.elts:
+            names.extend(_target_names(elt))
+        return names
+    return []
+
+
+def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
+    """Calls of an expression in evaluation order (inner first), with whether
+    each call's result is used (passed on, assigned, returned)."""
+    out: list[tuple[ast.Call, bool]] = []
+
+    def visit(node: ast.AST, used: bool) -> None:
+        if isinstance(node, ast.Call):
+            visit(node.func, True)
+            for arg in node.args:
+                visit(arg, True)
+            for kw in node.keywords:
+                visit(kw.value, True)
+            out.append((node, used))
+            return
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for gen in node.generators:
+                visit(gen.iter, True)
+            for child in ast.iter_child_nodes(node):
+                if not isinstance(child, ast.comprehension):
+                    visit(child, False)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, used)
+
+    visit(expr, kept)
+    return out

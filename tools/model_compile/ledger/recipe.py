@@ -1,0 +1,181 @@
+"""Everything the rules read about one recipe, parsed once."""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from dataclasses import dataclass, field
+
+from model_compile.discover.recipes import RecipeLocation
+from model_compile.discover.tree import SourceTree, read_text
+from model_compile.findings.models import ConfigFacts, KitFacts, SchemaFacts, StageFacts
+from model_compile.ledger.builder import Callable_, LedgerBuilder
+from model_compile.ledger.models import Documentation, Ledger
+from model_compile.parse.documentation import comment_docs, readme_docs, yaml_comments
+from model_compile.parse.python import ParseFailure, PyModule, dotted, parse_module
+from model_compile.parse.schema import schema_facts
+from model_compile.parse.stages import stage_facts
+
+
+@dataclass
+class RepoFacts:
+    """Repository-wide facts: the kit's compile and wrappers that shard per block."""
+
+    kit: list[KitFacts] = field(default_factory=list)
+    per_block_wrappers: set[str] = field(default_factory=set)
+
+
+@dataclass
+class RecipeContext:
+    """Parsed recipe: modules, ledgers, config, documentation."""
+
+    loc: RecipeLocation
+    modules: dict[str, PyModule] = field(default_factory=dict)
+    failures: list[ParseFailure] = field(default_factory=list)
+    ledgers: list[Ledger] = field(default_factory=list)
+    engine_classes: dict[str, tuple[ast.ClassDef, PyModule]] = field(default_factory=dict)
+    config: ConfigFacts = field(default_factory=ConfigFacts)
+    schema_module: PyModule | None = None
+    stage_texts: dict[str, str] = field(default_factory=dict)
+    docs: list[Documentation] = field(default_factory=list)
+    readme: str | None = None
+    repo: RepoFacts = field(default_factory=RepoFacts)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+
+    def doc(self, kind: str) -> list[Documentation]:
+        return [d for d in self.docs if d.kind == kind]
+
+
+def _resolver(ctx: RecipeContext):
+    """Find recipe-local functions by name from a module's own defs and imports."""
+
+    cache: dict[tuple[str, str], Callable_ | None] = {}
+
+    def module_for(importer: PyModule, level: int, module: str | None) -> PyModule | None:
+        if level:
+            base = posixpath.dirname(importer.path)
+            for _ in range(level - 1):
+                base = posixpath.dirname(base)
+        else:
+            if not module:
+                return None
+            parts = module.split(".")
+            if ctx.loc.prefix:
+                if "/".join(parts[: 2]) != ctx.loc.prefix:
+                    return None
+                parts = parts[2:]
+            else:
+                if ctx.loc.name not in parts:
+                    return None
+                parts = parts[parts.index(ctx.loc.name) + 1 :]
+            base = ctx.loc.prefix
+            module = ".".join(parts)
+        rel = "/".join(p for p in [base, *(module.split(".") if module else [])] if p)
+        for cand in (f"{rel}.py", f"{rel}/__init__.py"):
+            if cand in ctx.modules:
+                return ctx.modules[cand]
+        return None
+
+    def find(mod: PyModule, name: str, hops: int = 0) -> Callable_ | None:
+        key = (mod.path, name)
+        if key in cache:
+            return cache[key]
+        cache[key] = None
+        found = None
+        for node in mod.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                found = Callable_(node, mod, is_method=False)
+        if found is None and hops < 3:
+            for node in mod.tree.body:
+                if isinstance(node, ast.ImportFrom):
+                    for alias in node.names:
+                        if (alias.asname or alias.name) == name:
+                            target = module_for(mod, node.level, node.module)
+                            if target is not None:
+                                found = find(target, alias.name, hops + 1)
+        cache[key] = found
+        return found
+
+    return find
+
+
+def _methods(cls: ast.ClassDef, module: PyModule) -> dict[str, Callable_]:
+    classes = {n.name: n for n in module.tree.body if isinstance(n, ast.ClassDef)}
+    out: dict[str, Callable_] = {}
+    chain, seen = [cls], set()
+    while chain:
+        c = chain.pop(0)
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        for node in c.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in out:
+                out[node.name] = Callable_(node, module, is_method=True)
+        for base in c.bases:
+            name = (dotted(base) or "").split(".")[-1]
+            if name in classes:
+                chain.append(classes[name])
+    return out
+
+
+def _config_class_name(cls: ast.ClassDef) -> str | None:
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ConfigClass" for t in node.targets):
+            return (dotted(node.value) or "").split(".")[-1] or None
+    return None
+
+
+def build_context(tree: SourceTree, loc: RecipeLocation, repo: RepoFacts) -> RecipeContext:
+    """Parse a recipe's files and walk every engine's prepare_model."""
+    ctx = RecipeContext(loc=loc, repo=repo)
+    files = [f for f in tree.files() if loc.owns(f)]
+    for path in files:
+        if path.endswith(".py"):
+            parsed = parse_module(tree, path)
+            if isinstance(parsed, ParseFailure):
+                ctx.failures.append(parsed)
+            elif parsed is not None:
+                ctx.modules[path] = parsed
+                ctx.docs.extend(comment_docs(parsed.comments, path))
+
+    resolve = _resolver(ctx)
+    root_class = None
+    engine_prefix = loc.rel("engine/")
+    for path, mod in ctx.modules.items():
+        if not path.startswith(engine_prefix):
+            continue
+        for node in mod.tree.body:
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "prepare_model" for b in node.body
+            ):
+                ctx.engine_classes[node.name] = (node, mod)
+                root_class = root_class or _config_class_name(node)
+                ctx.ledgers.append(LedgerBuilder(node, mod, _methods(node, mod), resolve).build())
+
+    schema_path = loc.rel("configs/schema.py")
+    ctx.schema_module = ctx.modules.get(schema_path)
+    if ctx.schema_module is not None:
+        ctx.config.schema_ = schema_facts(ctx.schema_module, root_class)
+    else:
+        missing = "does not parse" if any(f.path == schema_path for f in ctx.failures) else "is missing"
+        ctx.config.schema_ = SchemaFacts(file=schema_path, problems=[f"configs/schema.py {missing}"])
+
+    for path in files:
+        if path.startswith(loc.rel("configs/")) and path.endswith((".yaml", ".yml")) and path.count("/") == loc.rel("configs/x").count("/"):
+            text, problem = read_text(tree, path)
+            name = posixpath.basename(path).rsplit(".", 1)[0]
+            if text is None:
+                ctx.config.stages.append(StageFacts(file=path, name=name, problems=[f"cannot be read: {problem}"]))
+                continue
+            ctx.stage_texts[path] = text
+            ctx.config.stages.append(stage_facts(text, path, name))
+            ctx.docs.extend(comment_docs(yaml_comments(text), path))
+
+    readme_path = loc.rel("README.md")
+    text, problem = read_text(tree, readme_path)
+    if text is not None:
+        ctx.readme = text
+        ctx.docs.extend(readme_docs(text, readme_path))
+    elif problem != "missing":
+        ctx.unreadable.append((readme_path, problem or "unreadable"))
+    return ctx

@@ -1,0 +1,98 @@
+"""Derived facts of a recipe: compile path, compiled targets, placement."""
+
+from __future__ import annotations
+
+from model_compile.ledger.models import Documentation, Event
+from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.documentation import documented_at
+
+FALLBACK_KINDS = ("submodule", "graph-break", "post-wrap", "regional")
+
+
+def is_direct(event: Event) -> bool:
+    """A compile that does not go through the kit."""
+    return event.kind == "compile" and event.compile_style != "kit"
+
+
+def fallback_doc(ctx: RecipeContext, event: Event) -> Documentation | None:
+    """The documentation that covers a direct compile: a comment at it, else the README."""
+    for kind in FALLBACK_KINDS:
+        doc = documented_at(ctx.docs, kind, event.file, event.line)
+        if doc is not None:
+            return doc
+    shapes = code_shapes(ctx, event)
+    readme = [d for d in ctx.docs if d.source == "readme" and d.kind in FALLBACK_KINDS]
+    for d in readme:
+        if d.kind in shapes:
+            return d
+    return readme[0] if readme else None
+
+
+def code_shapes(ctx: RecipeContext, event: Event) -> set[str]:
+    """Which fallback kinds the code of a compile event looks like."""
+    shapes: set[str] = set()
+    target = event.target or ""
+    if target.startswith("each of") or any(b.arm == "loop" for b in event.branches):
+        shapes.add("regional")
+    elif "." in target.split("(")[0]:
+        shapes.add("submodule")
+    for ledger in ctx.ledgers:
+        if event not in ledger.events:
+            continue
+        idx = ledger.events.index(event)
+        if any(e.kind == "wrap" and e.reachable for e in ledger.events[:idx]):
+            shapes.add("post-wrap")
+        if any(e.kind == "graph_break" for e in ledger.events):
+            shapes.add("graph-break")
+    if any(doc for doc in ctx.docs if doc.kind == "graph-break"):
+        shapes.add("graph-break")
+    return shapes
+
+
+def compile_path(ctx: RecipeContext) -> str:
+    """kit, fallback:<kind>, direct or none."""
+    events = [e for ledger in ctx.ledgers for e in ledger.events if e.kind == "compile" and e.reachable]
+    if not events:
+        return "none"
+    direct = [e for e in events if is_direct(e)]
+    if not direct:
+        return "kit"
+    docs = [fallback_doc(ctx, e) for e in direct]
+    if any(d is None for d in docs):
+        return "direct"
+    return f"fallback:{docs[0].kind}"  # type: ignore[union-attr]
+
+
+def compiled_targets(ctx: RecipeContext) -> list[str]:
+    out: list[str] = []
+    for ledger in ctx.ledgers:
+        for e in ledger.events:
+            if e.kind == "compile" and e.reachable and e.target and e.target not in out:
+                out.append(e.target)
+    return out
+
+
+def placement(ctx: RecipeContext) -> str:
+    """One line: what runs before and after the first compile."""
+    for ledger in ctx.ledgers:
+        events = [e for e in ledger.events if e.reachable and e.kind != "return"]
+        idx = next((i for i, e in enumerate(events) if e.kind == "compile"), None)
+        if idx is None:
+            continue
+        before = _kinds(events[:idx])
+        after = _kinds(events[idx + 1 :])
+        wraps = [e.call.split("(")[0] for e in events[idx + 1 :] if e.kind == "wrap"]
+        text = f"{ledger.engine_class}.prepare_model: after {', '.join(before) or 'nothing'}"
+        text += f"; before {', '.join(after) or 'nothing'}"
+        if wraps:
+            text += f" ({wraps[0]})"
+        return text
+    return ""
+
+
+def _kinds(events: list[Event]) -> list[str]:
+    out: list[str] = []
+    for e in events:
+        if e.kind not in out and e.kind != "compile":
+            out.append(e.kind)
+    return out

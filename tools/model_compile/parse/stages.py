@@ -1,0 +1,60 @@
+"""Read `model.compile` from each stage YAML with line numbers (safe loader)."""
+
+from __future__ import annotations
+
+import yaml
+
+from model_compile.findings.models import StageFacts
+
+_SCALARS = {"enabled", "backend", "mode"}
+
+
+def _construct(node: yaml.ScalarNode):
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _child(mapping: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    if not isinstance(mapping, yaml.MappingNode):
+        return None
+    for k, v in mapping.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return k, v
+    return None
+
+
+def stage_facts(text: str, path: str, name: str) -> StageFacts:
+    """Facts about one stage YAML; a YAML that does not parse is a problem, not a crash."""
+    facts = StageFacts(file=path, name=name)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        facts.problems.append(f"does not parse as YAML{where}: {getattr(exc, 'problem', exc)}")
+        return facts
+    except RecursionError:
+        facts.problems.append("does not parse as YAML: nested too deeply")
+        return facts
+    model = _child(root, "model") if root is not None else None
+    if model is None:
+        return facts
+    comp = _child(model[1], "compile")
+    if comp is None:
+        return facts
+    facts.has_compile = True
+    facts.lines["compile"] = comp[0].start_mark.line + 1
+    for key, value in comp[1].value if isinstance(comp[1], yaml.MappingNode) else []:
+        if isinstance(key, yaml.ScalarNode) and key.value in _SCALARS:
+            facts.lines[key.value] = key.start_mark.line + 1
+            if isinstance(value, yaml.ScalarNode):
+                try:
+                    facts.values[key.value] = _construct(value)
+                except yaml.YAMLError:
+                    facts.values[key.value] = value.value
+            else:
+                facts.values[key.value] = {"<non-scalar>": True}
+    return facts

@@ -1,0 +1,147 @@
+"""Rules as self-testing units (after Fixit): each rule class carries its id,
+severity, documentation (what / why / example / use instead) and VALID and
+INVALID recipes that run as its tests."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable
+
+from model_compile.findings.models import Finding, RecipeReport, Severity
+from model_compile.ledger.models import Event
+from model_compile.ledger.recipe import RecipeContext
+
+
+@dataclass
+class Example:
+    """A recipe for a rule's tests: `prepare_model` body plus optional files.
+
+    Missing parts come from a canonical kit recipe (see rules/scaffold.py).
+    """
+
+    body: str | None = None
+    engine: str | None = None  # a whole engine file instead of a body
+    init: str | None = None  # extra __init__ lines
+    schema: str | None = None
+    stages: dict[str, str] | None = None
+    readme: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+
+class Rule:
+    """Base class: subclasses set the class attributes and implement check()."""
+
+    id: ClassVar[str]
+    severity: ClassVar[Severity]
+    title: ClassVar[str]
+    what: ClassVar[str]
+    why: ClassVar[str]
+    example: ClassVar[str]
+    use_instead: ClassVar[str]
+    fix: ClassVar[str]
+    VALID: ClassVar[list[Example]] = []
+    INVALID: ClassVar[list[Example]] = []
+
+    def check(self, ctx: RecipeContext, report: RecipeReport) -> Iterable[Finding]:
+        raise NotImplementedError
+
+    def finding(self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None) -> Finding:
+        mod = ctx.modules.get(file)
+        code = mod.line(line) if mod else _text_line(ctx.stage_texts.get(file) or (ctx.readme if file.endswith("README.md") else None), line)
+        return Finding(
+            rule=self.id,
+            severity=self.severity,
+            file=file,
+            line=line,
+            message=message,
+            fix=fix or self.fix,
+            recipe=ctx.loc.name,
+            code=code,
+        )
+
+
+def _text_line(text: str | None, line: int) -> str:
+    if not text:
+        return ""
+    lines = text.splitlines()
+    return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
+
+
+# -- shared predicates -----------------------------------------------------
+
+ENABLED_RE = re.compile(r"(^|\.)model\.compile\.enabled$")
+
+
+def _conjuncts(condition: str) -> list[ast.expr]:
+    try:
+        expr = ast.parse(condition, mode="eval").body
+    except SyntaxError:
+        return []
+    out: list[ast.expr] = []
+
+    def walk(e: ast.expr) -> None:
+        if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.And):
+            for v in e.values:
+                walk(v)
+        else:
+            out.append(e)
+
+    walk(expr)
+    return out
+
+
+def _enabled_ref(e: ast.expr) -> bool:
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "bool" and e.args:
+        e = e.args[0]
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) >= 2:
+        if isinstance(e.args[1], ast.Constant) and e.args[1].value == "enabled":
+            return bool(re.search(r"(^|\.)model\.compile$", ast.unparse(e.args[0])))
+    return bool(ENABLED_RE.search(ast.unparse(e)))
+
+
+def gate_state(event: Event) -> str:
+    """'gated' (by model.compile.enabled), 'inverted', or 'ungated'."""
+    state = "ungated"
+    for cond in event.condition:
+        for c in _conjuncts(cond):
+            if _enabled_ref(c):
+                state = "gated" if state != "inverted" else state
+            elif isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.Not) and _enabled_ref(c.operand):
+                return "inverted"
+            elif isinstance(c, ast.Compare) and len(c.ops) == 1 and _enabled_ref(c.left):
+                right = c.comparators[0]
+                if isinstance(right, ast.Constant) and isinstance(c.ops[0], (ast.Is, ast.Eq)):
+                    if right.value is True:
+                        state = "gated"
+                    elif right.value is False:
+                        return "inverted"
+                if isinstance(right, ast.Constant) and isinstance(c.ops[0], (ast.IsNot, ast.NotEq)):
+                    if right.value is False:
+                        state = "gated"
+                    elif right.value is True:
+                        return "inverted"
+    return state
+
+
+def exclusive(a: Event, b: Event) -> bool:
+    """True when the two events sit in different arms of the same `if`."""
+    arms = {br.node: br.arm for br in a.branches if br.arm != "loop"}
+    return any(br.node in arms and arms[br.node] != br.arm for br in b.branches if br.arm != "loop")
+
+
+def same_model(a: Event, b: Event) -> bool:
+    """Unknown identities are assumed to be the same model (conservative)."""
+    return a.model_identity is None or b.model_identity is None or a.model_identity == b.model_identity
+
+
+def compile_events(ctx: RecipeContext, reachable: bool = True) -> list[tuple[int, Event, list[Event]]]:
+    """(index, compile event, all events of its ledger)."""
+    out = []
+    for ledger in ctx.ledgers:
+        for i, e in enumerate(ledger.events):
+            if e.kind == "compile" and (e.reachable or not reachable):
+                out.append((i, e, ledger.events))
+    return out

@@ -1,0 +1,206 @@
+"""MC201-MC205: is compile driven by `model.compile.{enabled,backend,mode}`?"""
+
+from __future__ import annotations
+
+from model_compile.parse.documentation import documented_at
+from model_compile.rules.base import Example, Rule, compile_events, gate_state
+from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE
+
+ALLOWED = {
+    "backend": ["inductor", "aot_eager", "eager"],
+    "mode": ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+}
+NO_COMPILE_SCHEMA = SCHEMA.replace(
+    "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
+)
+
+
+class SchemaLacksCompile(Rule):
+    id = "MC201"
+    severity = "error"
+    title = "schema lacks model.compile"
+    what = "Flags a recipe that compiles while its schema has no `model.compile` section with enabled/backend/mode."
+    why = "Without the section, compile cannot be switched off per stage or overridden with `--config-override`."
+    example = "class ModelConfig(BaseModel):\n    path: str  # no compile field"
+    use_instead = "compile: CompileConfig = Field(default_factory=CompileConfig)  # enabled, backend, mode"
+    fix = "add a compile section class (enabled, backend, mode) and `compile` field on the model config"
+    VALID = [Example()]
+    INVALID = [
+        Example(schema=NO_COMPILE_SCHEMA),
+        Example(schema=SCHEMA.replace('    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', "")),
+    ]
+
+    def check(self, ctx, report):
+        events = compile_events(ctx)
+        if not events:
+            return
+        schema = ctx.config.schema_
+        file = schema.file or ctx.loc.rel("configs/schema.py")
+        if schema.compile_class is None:
+            detail = "; ".join(schema.problems) if schema.problems else f"{schema.model_class or 'the model config'} has no `compile` field"
+            yield self.finding(ctx, file, schema.compile_field_line or 1, f"recipe compiles but {detail}")
+            return
+        missing = [n for n in ("enabled", "backend", "mode") if not schema.fields.get(n) or not schema.fields[n].present]
+        if missing:
+            yield self.finding(
+                ctx, file, schema.compile_field_line or 1,
+                f"{schema.compile_class} lacks {', '.join(missing)}",
+            )
+
+
+class InvalidCompileValue(Rule):
+    id = "MC202"
+    severity = "error"
+    title = "backend or mode outside the allowed sets"
+    what = "Flags backend/mode values (schema defaults, Literal choices, stage YAMLs) outside the allowed sets and non-bool `enabled`."
+    why = "An unknown backend or mode fails only at the first training step, on the accelerator, after the job queued."
+    example = "compile:\n  enabled: yes-please\n  backend: inductr"
+    use_instead = "backend: inductor | aot_eager | eager; mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs"
+    fix = "use an allowed value"
+    VALID = [Example(), Example(stages={"train": STAGE.replace("backend: inductor", "backend: aot_eager")})]
+    INVALID = [
+        Example(stages={"train": STAGE.replace("backend: inductor", "backend: inductr")}),
+        Example(stages={"train": STAGE.replace("enabled: false", "enabled: sometimes")}),
+        Example(schema=SCHEMA.replace('mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"')),
+        Example(schema=SCHEMA.replace('Literal["inductor", "aot_eager", "eager"]', 'Literal["inductor", "tensorrt"]')),
+    ]
+
+    def check(self, ctx, report):
+        schema = ctx.config.schema_
+        for name in ("backend", "mode"):
+            fact = schema.fields.get(name)
+            if fact and fact.present:
+                if fact.default is not None and fact.default not in ALLOWED[name]:
+                    yield self.finding(ctx, schema.file, fact.line or 1, f"default {name} {fact.default!r} is not one of {ALLOWED[name]}")
+                bad = [v for v in fact.allowed or [] if v not in ALLOWED[name]]
+                if bad:
+                    yield self.finding(ctx, schema.file, fact.line or 1, f"{name} type admits {bad}, outside {ALLOWED[name]}")
+        enabled = schema.fields.get("enabled")
+        if enabled and enabled.present:
+            if enabled.default_text is not None and enabled.default is not None and not isinstance(enabled.default, bool):
+                yield self.finding(ctx, schema.file, enabled.line or 1, f"default enabled {enabled.default!r} is not a bool")
+            if enabled.annotation and enabled.annotation.replace(" ", "") not in ("bool", "StrictBool", "pydantic.StrictBool"):
+                yield self.finding(ctx, schema.file, enabled.line or 1, f"enabled is typed `{enabled.annotation}`, not bool")
+        for stage in ctx.config.stages:
+            for name in ("backend", "mode"):
+                if name in stage.values and stage.values[name] not in ALLOWED[name]:
+                    yield self.finding(ctx, stage.file, stage.lines.get(name, 1), f"{stage.name}: {name} {stage.values[name]!r} is not one of {ALLOWED[name]}")
+            if "enabled" in stage.values and not isinstance(stage.values["enabled"], bool):
+                yield self.finding(ctx, stage.file, stage.lines.get("enabled", 1), f"{stage.name}: enabled {stage.values['enabled']!r} is not a bool")
+
+
+class EnabledWithoutIntent(Rule):
+    id = "MC203"
+    severity = "warning"
+    title = "compile enabled without documented intent"
+    what = "Flags `enabled` defaulting to True in the schema, or set true in a stage YAML, with no note saying it is intended."
+    why = (
+        "Compile changes first-step latency, memory and failure modes. A schema default of True that every "
+        "stage overrides to false, or one stage quietly on, is exactly the question a reviewer must ask."
+    )
+    example = "class CompileConfig(BaseModel):\n    enabled: bool = True"
+    use_instead = "enabled: true  # model-compile: enabled - measured 18% faster steps on stage 2"
+    fix = "add `# model-compile: enabled - <reason>` on or above the line, or set it to false"
+    VALID = [
+        Example(),
+        Example(stages={"train": STAGE.replace("enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
+    ]
+    INVALID = [
+        Example(schema=SCHEMA.replace("    enabled: bool = False\n    backend", "    enabled: bool = True\n    backend")),
+        Example(stages={"train": STAGE.replace("enabled: false", "enabled: true")}),
+    ]
+
+    def check(self, ctx, report):
+        readme = any(d.source == "readme" and d.kind == "enabled" for d in ctx.docs)
+        if readme:
+            return
+        schema = ctx.config.schema_
+        enabled = schema.fields.get("enabled")
+        if enabled and enabled.default is True and not documented_at(ctx.docs, "enabled", schema.file or "", enabled.line or 0):
+            overridden = [s.name for s in ctx.config.stages if s.values.get("enabled") is False]
+            extra = f" (every stage sets false: {', '.join(overridden)})" if overridden and len(overridden) == len(ctx.config.stages) else ""
+            yield self.finding(ctx, schema.file, enabled.line or 1, f"schema default enables compile{extra}; is that intended?")
+        for stage in ctx.config.stages:
+            if stage.values.get("enabled") is True:
+                line = stage.lines.get("enabled", 1)
+                if not documented_at(ctx.docs, "enabled", stage.file, line):
+                    yield self.finding(ctx, stage.file, line, f"stage {stage.name} enables compile without a documented reason")
+
+
+class ConfigNotWired(Rule):
+    id = "MC204"
+    severity = "error"
+    title = "compile not wired to the config"
+    what = (
+        "Flags compile not gated by `model.compile.enabled` (or gated inverted), backend/mode hard-coded or "
+        "not passed, and a compile config section that nothing reads."
+    )
+    why = "The config is the contract: `--config-override model.compile.enabled=true` must turn compile on, and stage YAMLs must choose backend and mode."
+    example = "model = self.model_kit.apply_model_compile(model, backend=\"inductor\", mode=\"default\")"
+    use_instead = (
+        "if self.config.model.compile.enabled:\n    model = self.model_kit.apply_model_compile(\n"
+        "        model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)"
+    )
+    fix = "gate with `if self.config.model.compile.enabled:` and pass backend/mode from self.config.model.compile"
+    VALID = [
+        Example(),
+        Example(
+            body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:", "cfg = self.config.model.compile\nif cfg.enabled:")
+            .replace("backend=self.config.model.compile.backend", "backend=cfg.backend")
+            .replace("mode=self.config.model.compile.mode", "mode=cfg.mode"),
+            note="local alias",
+        ),
+        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
+    ]
+    INVALID = [
+        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if True:\n"), note="ungated"),
+        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"), note="inverted"),
+        Example(body=CANONICAL_BODY.replace("backend=self.config.model.compile.backend", 'backend="inductor"'), note="hard-coded backend"),
+        Example(
+            body="model = self.model_kit.build_model(self.config.model.path)\nreturn parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
+            note="config section exists, nothing compiles",
+        ),
+    ]
+
+    def check(self, ctx, report):
+        events = compile_events(ctx)
+        schema = ctx.config.schema_
+        if not events and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
+            ledger = ctx.ledgers[0]
+            yield self.finding(
+                ctx, ledger.file, ledger.line,
+                f"the config has model.compile but {ledger.engine_class}.prepare_model() never compiles",
+                fix="add the kit call: model-compile generate RECIPE --path kit",
+            )
+        for _, e, _ in events:
+            state = gate_state(e)
+            if state == "inverted":
+                yield self.finding(ctx, e.file, e.line, f"`{e.call}` runs when model.compile.enabled is false (inverted gate)")
+            elif state == "ungated":
+                yield self.finding(ctx, e.file, e.line, f"`{e.call}` is not gated by model.compile.enabled")
+            for name in ("backend", "mode"):
+                value = e.arguments.get(name)
+                if value is None:
+                    yield self.finding(ctx, e.file, e.line, f"`{e.call}` does not pass {name} from model.compile.{name}")
+                elif f"compile.{name}" not in value:
+                    yield self.finding(ctx, e.file, e.line, f"{name} is hard-coded as {value} instead of model.compile.{name}")
+
+
+class UntypedCompileChoice(Rule):
+    id = "MC205"
+    severity = "warning"
+    title = "backend or mode typed as a plain string"
+    what = "Flags `backend: str` / `mode: str` in the compile section (any typo validates)."
+    why = "With a Literal type, `backend: inductr` fails when the config loads instead of at the first step on the accelerator."
+    example = 'backend: str = "inductor"'
+    use_instead = 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"'
+    fix = "type it with Literal[...] of the allowed values"
+    VALID = [Example()]
+    INVALID = [Example(schema=SCHEMA.replace('backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"'))]
+
+    def check(self, ctx, report):
+        schema = ctx.config.schema_
+        for name in ("backend", "mode"):
+            fact = schema.fields.get(name)
+            if fact and fact.present and fact.allowed is None and (fact.annotation or "").replace(" ", "") in ("str", "str|None", "Optional[str]"):
+                yield self.finding(ctx, schema.file, fact.line or 1, f"{schema.compile_class}.{name} is `{fact.annotation}`: invalid values pass validation")

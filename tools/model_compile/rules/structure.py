@@ -1,0 +1,77 @@
+"""MC000 (file does not parse) and MC100 (recipe without compile)."""
+
+from __future__ import annotations
+
+from model_compile.rules.base import Example, Rule, compile_events
+
+
+class FileDoesNotParse(Rule):
+    id = "MC000"
+    severity = "error"
+    title = "recipe file does not parse"
+    what = "Reports a recipe Python file, stage YAML or README that cannot be parsed or read as UTF-8 text."
+    why = (
+        "A file the tools cannot parse cannot be reviewed: compile wiring in it is invisible, and the "
+        "recipe's own tests would fail on it too. Other recipes are still analysed."
+    )
+    example = "def prepare_model(self)\n    model = build()  # missing colon"
+    use_instead = "Fix the syntax error (or re-save the file as UTF-8)."
+    fix = "make the file parse; the other rules skip what they cannot read"
+    VALID = [Example()]
+    INVALID = [
+        Example(engine="class Broken(Engine:\n    pass\n", note="Python syntax error"),
+        Example(stages={"train": "model:\n  compile: [enabled\n"}, note="YAML syntax error"),
+        Example(files={"model/notes.py": b"# caf\xe9 \xff\n"}, note="not UTF-8"),
+    ]
+
+    def check(self, ctx, report):
+        for failure in ctx.failures:
+            yield self.finding(ctx, failure.path, failure.line, failure.message)
+        for stage in ctx.config.stages:
+            for problem in stage.problems:
+                yield self.finding(ctx, stage.file, _line_of(problem), f"{stage.file} {problem}")
+        for path, problem in ctx.unreadable:
+            yield self.finding(ctx, path, 1, f"{path} cannot be read: {problem}")
+
+
+def _line_of(problem: str) -> int:
+    import re
+
+    m = re.search(r"line (\d+)", problem)
+    return int(m.group(1)) if m else 1
+
+
+class NoCompileSupport(Rule):
+    id = "MC100"
+    severity = "info"
+    title = "recipe has no compile support"
+    what = "Notes a recipe whose prepare_model() never compiles and whose schema has no model.compile section."
+    why = "Such recipes are the targets for adding compile support through the kit."
+    example = "model = build_model(cfg)\nreturn parallelize_model(model, ...)"
+    use_instead = "model-compile generate RECIPE --path kit (adds the kit call, config section and tests)"
+    fix = "model-compile generate {recipe} --path kit"
+    VALID = [Example()]
+    INVALID = [
+        Example(
+            body="model = build_example_model(self.config.model).to(self.device)\n"
+            "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
+            schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
+            "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
+            stages={"train": "model:\n  path: x\n"},
+        )
+    ]
+
+    def check(self, ctx, report):
+        if not ctx.ledgers or compile_events(ctx, reachable=False):
+            return
+        if ctx.config.schema_.compile_class or any(s.has_compile for s in ctx.config.stages):
+            return
+        ledger = ctx.ledgers[0]
+        path = ctx.loc.prefix or "."
+        yield self.finding(
+            ctx,
+            ledger.file,
+            ledger.line,
+            f"{ledger.engine_class}.prepare_model() does not compile and the schema has no model.compile section",
+            fix=f"model-compile generate {path} --path kit",
+        )
