@@ -170,3 +170,10 @@ def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str
 
 def _module_lists(text: str) -> list[str]:
     return re.findall(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?ModuleList\(", text)
+
+
+def find_testing_module(root: Path) -> str | None:
+    """`<engine package>.testing.utils` (smoke-test helpers) when the repo has one."""
+    for utils in sorted(root.glob("*/testing/utils.py")):
+        return f"{utils.parent.parent.name}.testing.utils"
+    return None

@@ -178,19 +178,27 @@ def build_plan(opts: Options) -> Plan:
 
 
 def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: dict) -> dict:
-    """Context for templates/recipe_tests/*.j2 (documented in templates/README.md)."""
-    return {
-        "recipe_name": files.recipe.name,
-        "engine_class": fx["class_name"],
-        "compile_path": "kit" if opts.path == "kit" else f"fallback:{opts.path}",
-        "path_kind": opts.path,
-        "target": plan.target,
-        "reason": opts.reason or "",
-        "backend": opts.backend,
-        "mode": opts.mode,
-        "backends": ["inductor", "aot_eager", "eager"],
-        "modes": ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
-    }
+    """Context for templates/recipe_tests/*.j2, filled through hard validation's default_context()."""
+    from model_compile.hard.recipe_tests import default_context
+
+    compile_path = "kit" if opts.path == "kit" else f"fallback:{opts.path}"
+    model_var = fx["model_var"]
+    rel = plan.target[len(model_var) + 1 :] if plan.target.startswith(model_var + ".") else ""
+    patterns = {
+        "kit": [""],
+        "graph-break": [""],
+        "post-wrap": [""],
+        "submodule": [rel],
+        "regional": [f"{rel}.*" if rel else "*"],
+    }[opts.path]
+    overrides = {"target": plan.target, "target_patterns": patterns}
+    testing = locate.find_testing_module(files.root)
+    if testing:
+        overrides["testing_module"] = testing
+    stems = [p.stem for p in files.stages]
+    if stems:
+        overrides["config_name"] = "train" if "train" in stems else stems[0]
+    return default_context(files.recipe.name, compile_path, **overrides)
 
 
 def _check_python(plan: Plan) -> None:

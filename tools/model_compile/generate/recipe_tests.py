@@ -10,8 +10,14 @@ import jinja2
 
 from model_compile import templating
 
-ASSERTS = ("recipe_tests/asserts.py.j2", "tests/skills/model-compile/asserts.py")
-PARITY = ("recipe_tests/test_compile_parity.py.j2", "tests/skills/model-compile/test_compile_parity.py")
+try:
+    from model_compile.hard.recipe_tests import TEMPLATES
+except ImportError:  # pragma: no cover - hard validation not merged
+    TEMPLATES = {
+        "asserts.py": "recipe_tests/asserts.py.j2",
+        "test_compile_parity.py": "recipe_tests/test_compile_parity.py.j2",
+    }
+DEST = "tests/skills/model-compile"
 
 
 def render_recipe_tests(context: dict, override) -> tuple[dict[str, str], list[str]]:
@@ -19,7 +25,8 @@ def render_recipe_tests(context: dict, override) -> tuple[dict[str, str], list[s
     env = templating.environment(override)
     out: dict[str, str] = {}
     notes: list[str] = []
-    for template, dest in (ASSERTS, PARITY):
+    for name, template in TEMPLATES.items():
+        dest = f"{DEST}/{name}"
         try:
             tpl = env.get_template(template)
         except jinja2.TemplateNotFound:
