@@ -90,3 +90,24 @@ def test_compile_hidden_in_helper_is_refused(tmp_path):
 def test_fixture_tree_is_not_modified():
     # the tests copy the fixture repo; the checked-in copy never changes
     assert "compile" not in (FIXTURES / "toy_repo" / "recipes" / "toy_vlm" / "configs" / "train.yaml").read_text()
+
+
+def test_recipe_tests_rendered_with_repo_testing_module(repo):
+    code, out, err = run_generate(str(repo / RECIPE_REL), "--write")
+    assert code == 0, err
+    skill = repo / RECIPE_REL / "tests" / "skills" / "model-compile"
+    asserts = (skill / "asserts.py").read_text()
+    parity = (skill / "test_compile_parity.py").read_text()
+    assert 'COMPILE_PATH = "kit"' in asserts
+    assert "from toykit.testing.utils import load_config, resolve_engine_class" in parity
+
+
+def test_parity_test_skipped_when_helpers_are_missing(tmp_path):
+    repo = make_repo(tmp_path, use_git=False)
+    shutil.rmtree(repo / "toykit" / "testing")
+    code, out, err = run_generate(str(repo / RECIPE_REL), "--path", "regional", "--reason", REASON, "--write")
+    assert code == 0, err
+    skill = repo / RECIPE_REL / "tests" / "skills" / "model-compile"
+    assert (skill / "asserts.py").is_file() and not (skill / "test_compile_parity.py").exists()
+    assert "parity test not generated" in err
+    assert "TARGET_PATTERNS = ['model.language_model.layers.*']" in (skill / "asserts.py").read_text()

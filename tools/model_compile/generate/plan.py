@@ -19,6 +19,9 @@ from model_compile.generate.snippets import Renderer
 from model_compile.generate.yaml_edit import edit_stage
 
 
+PARITY_HELPERS = ("load_config", "resolve_engine_class")
+
+
 @dataclass
 class FileChange:
     path: Path
@@ -167,6 +170,13 @@ def build_plan(opts: Options) -> Plan:
     context = recipe_tests_context(files, opts, plan, first)
     rendered, notes = render_recipe_tests(context, override)
     plan.notes.extend(notes)
+    missing = locate.missing_testing_helpers(files.root, context.get("testing_module", ""), PARITY_HELPERS)
+    if missing:
+        rendered = {k: v for k, v in rendered.items() if not k.endswith("test_compile_parity.py")}
+        plan.notes.append(
+            f"parity test not generated: {context.get('testing_module')} lacks {', '.join(missing)} "
+            "(the template imports them); add them, then rerun"
+        )
     for rel, text in rendered.items():
         dest = files.recipe / rel
         old = _read(dest) if dest.is_file() else None
