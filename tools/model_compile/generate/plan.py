@@ -133,7 +133,8 @@ def build_plan(opts: Options) -> Plan:
             need_torch=opts.path == "graph-break",
             filename=files.rel(path),
         )
-        plan.notes.extend(result.notes)
+        if result.code != text:  # on a no-op rerun the "replaced"/"placed" notes would mislead
+            plan.notes.extend(result.notes)
         plan.changes.append(FileChange(path, files.rel(path), text, result.code))
 
     # 2. schema
