@@ -164,7 +164,8 @@ def build_plan(opts: Options) -> Plan:
         new, note = edit_readme(
             old or "", lambda h: r.readme_section(h, opts.path, choice.target if opts.path != "post-wrap" else target, opts.reason)
         )
-        plan.notes.append(note)
+        if new != old:
+            plan.notes.append(note)
         plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests
