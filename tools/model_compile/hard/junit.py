@@ -1,0 +1,51 @@
+"""Read pytest's --junitxml output into test counts and failure messages."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from model_compile.hard.models import TestCounts
+
+
+def _first_lines(text: str | None, n: int = 6) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return "\n".join(lines[:n])
+
+
+def parse_junit(path: Path) -> TestCounts | None:
+    """Counts from a JUnit XML file (one <testsuite> or a <testsuites> of them); None if absent/unreadable."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    counts = TestCounts()
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            counts.tests += 1
+            name = ".".join(x for x in (case.get("classname"), case.get("name")) if x)
+            failure = case.find("failure")
+            error = case.find("error")
+            skipped = case.find("skipped")
+            if failure is not None or error is not None:
+                node = failure if failure is not None else error
+                if failure is not None:
+                    counts.failures += 1
+                else:
+                    counts.errors += 1
+                counts.failed_tests.append(name)
+                message = node.get("message") or ""
+                detail = _first_lines(node.text, 40)
+                counts.messages.append(f"{name}: {message}\n{detail}".strip())
+            elif skipped is not None:
+                counts.skipped += 1
+                counts.skip_reasons.append(f"{name}: {skipped.get('message') or ''}".strip())
+            else:
+                counts.passed += 1
+    if counts.tests == 0:
+        # collection errors are reported on the suite, not on a testcase
+        for suite in suites:
+            counts.errors += int(suite.get("errors", 0) or 0)
+            counts.failures += int(suite.get("failures", 0) or 0)
+    return counts

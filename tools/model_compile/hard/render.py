@@ -1,0 +1,106 @@
+"""Text and Markdown views of a HardReport (JSON is the pydantic dump)."""
+
+from __future__ import annotations
+
+from model_compile.hard.models import HardReport
+
+DISCLAIMER_CPU = (
+    "CPU-only machine: these are CPU-only runtime checks (tracing, graph breaks, recompiles, parity on CPU). "
+    "They say nothing about compiled speed or numerics on GPUs/NPUs; rerun the commands below on an accelerator."
+)
+
+
+def _runtime_lines(report: HardReport) -> list[str]:
+    rt = report.runtime
+    if not rt:
+        return ["runtime: no runtime JSON (smoke did not run with compile on, or did not reach setup)"]
+    t = rt.get("timing", {})
+    lim = rt.get("recompile_limit", {})
+    ex = rt.get("executed", {})
+    return [
+        f"runtime [{report.environment.label}] torch {rt.get('environment', {}).get('torch')}:",
+        f"  compiled modules: {rt.get('compiled_module_count')} "
+        f"({', '.join((m['name'] or '<model>') for m in rt.get('compiled_modules', [])[:4])})",
+        f"  graph breaks: {rt.get('graph_breaks', {}).get('total')}  unique graphs: {rt.get('unique_graphs')}  "
+        f"recompiles: {rt.get('recompiles', {}).get('count')}  recompile limit {lim.get('limit')} hit: {lim.get('hit')}",
+        f"  compiled region executed: {ex.get('compiled_region_events')} region calls in step {ex.get('step')}",
+        f"  first step {t.get('first_step_s')} s vs steady state {t.get('steady_state_s')} s (x{t.get('first_over_steady')})",
+        f"  '_orig_mod.' keys: {rt.get('orig_mod_key_count')}",
+        *[f"  violation: {v}" for v in rt.get("violations", [])],
+    ]
+
+
+def to_text(report: HardReport) -> str:
+    env = report.environment
+    out = [
+        f"model-compile validate --hard: {report.recipe} ({report.kind})",
+        f"environment: python {env.python}, torch {env.torch}, {env.device_type} x{env.device_count}"
+        + (f" ({env.accelerator})" if env.accelerator else "")
+        + f" [{env.label}]",
+    ]
+    if env.cpu_only:
+        out.append(DISCLAIMER_CPU)
+    for layer in report.layers:
+        counts = ""
+        if layer.counts:
+            c = layer.counts
+            counts = f" tests {c.tests}: {c.passed} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped"
+        out.append(f"[{layer.status:>11}] {layer.name} ({layer.label}, {layer.duration_s:.1f} s){counts}")
+        if layer.command:
+            out.append(f"    $ (cd {layer.cwd} && {layer.command})" if layer.cwd else f"    $ {layer.command}")
+        if layer.reason:
+            out.extend("    " + ln for ln in layer.reason.splitlines()[:12])
+        if layer.next_step:
+            out.append(f"    next: {layer.next_step}")
+    out.extend(_runtime_lines(report))
+    if report.trace:
+        tr = report.trace
+        out.append(
+            f"trace: {tr.index_html or tr.log} compiles {tr.compiles} graph breaks {tr.graph_breaks} "
+            f"recompile reasons {len(tr.recompile_reasons)}" + (f" ({tr.note})" if tr.note else "")
+        )
+    out.append(f"verdict: {report.verdict.upper()}: {report.summary}")
+    out.append(f"logs: {report.out_dir}")
+    return "\n".join(out) + "\n"
+
+
+def to_markdown(report: HardReport) -> str:
+    env = report.environment
+    out = [
+        f"# model-compile validate --hard: `{report.recipe}`",
+        "",
+        f"**{report.kind}** on python {env.python}, torch {env.torch}, {env.device_type} x{env.device_count}"
+        + (f" ({env.accelerator})" if env.accelerator else "")
+        + f" — label `{env.label}`",
+        "",
+    ]
+    if env.cpu_only:
+        out += [f"> {DISCLAIMER_CPU}", ""]
+    out += ["| layer | status | label | tests | time | command |", "|---|---|---|---|---|---|"]
+    for layer in report.layers:
+        c = layer.counts
+        tests = f"{c.passed}/{c.tests} passed" if c else ""
+        cmd = f"`{layer.command}`" if layer.command else ""
+        out.append(f"| {layer.name} | {layer.status} | {layer.label} | {tests} | {layer.duration_s:.1f} s | {cmd} |")
+    out.append("")
+    for layer in report.layers:
+        if layer.reason or layer.next_step:
+            out.append(f"**{layer.name}** ({layer.status}):")
+            if layer.reason:
+                out += ["```", layer.reason.strip()[:2000], "```"]
+            if layer.next_step:
+                out.append(f"Next: `{layer.next_step}`")
+            out.append("")
+    out += ["## Runtime", "", "```", *_runtime_lines(report), "```", ""]
+    if report.trace:
+        out += [f"Trace: `{report.trace.index_html or report.trace.log}` {report.trace.note or ''}", ""]
+    out.append(f"**Verdict: {report.verdict}** — {report.summary}")
+    return "\n".join(out) + "\n"
+
+
+def emit(report: HardReport, fmt: str) -> str:
+    if fmt == "json":
+        return report.model_dump_json(indent=2) + "\n"
+    if fmt == "markdown":
+        return to_markdown(report)
+    return to_text(report)
