@@ -20,6 +20,7 @@ def make_repo(tmp_path: Path, engine: str = "none_assign", *, use_git: bool = Tr
     root = tmp_path / "repo"
     shutil.copytree(FIXTURES / "toy_repo", root)
     src = FIXTURES / "engines" / (engine if "." in engine else f"{engine}.py")
+    (root / ENGINE_REL).parent.mkdir(parents=True, exist_ok=True)  # git keeps no empty engine/ folder
     (root / ENGINE_REL).write_text(src.read_text())
     if use_git:
         repo = git.Repo.init(root)
