@@ -78,6 +78,7 @@ def analyze_tree(
                     line=kit.line,
                     message=f"{kit.class_name}.apply_model_compile does not compile in place: keys gain `_orig_mod.` in every kit recipe",
                     fix="use module.compile(backend=backend, mode=mode) inside the kit",
+                    code=f"def apply_model_compile  # {kit.class_name}",
                 )
             )
     return report

@@ -286,8 +286,9 @@ class LedgerBuilder:
                 continue
             if isinstance(target, ast.Name):
                 frame.aliases.pop(target.id, None)
-                if ident is None and _aliasable(value):
-                    frame.aliases[target.id] = self.resolve(value, frame)
+                ref = _getattr_as_attribute(value) or value
+                if ident is None and _aliasable(ref):
+                    frame.aliases[target.id] = self.resolve(ref, frame)
             if ident is not None:
                 frame.models[key] = ident
             else:
@@ -447,6 +448,21 @@ def _root_key(expr: ast.expr, frame: Frame) -> str | None:
         text = frame.loops[root]
         head = text.split(".")[0].split("(")[0]
         return head if head in frame.models else None
+    return None
+
+
+def _getattr_as_attribute(expr: ast.expr) -> ast.Attribute | None:
+    """`getattr(x, "name"[, default])` read as `x.name`."""
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "getattr"
+        and len(expr.args) >= 2
+        and isinstance(expr.args[1], ast.Constant)
+        and isinstance(expr.args[1].value, str)
+        and expr.args[1].value.isidentifier()
+    ):
+        return ast.Attribute(value=expr.args[0], attr=expr.args[1].value, ctx=ast.Load())
     return None
 
 

@@ -38,7 +38,7 @@ WRAP_NAMES = {
     "parallelize_model",
     "deepspeed.initialize",
 }
-WRAP_WORDS = re.compile(r"(^|_)(parallelize|parallelise|shard|fsdp|ddp|data_parallel)(_|$)", re.I)
+WRAP_WORDS = re.compile(r"(^|_)(parallelize|parallelise|shard|fsdp|ddp|data_parallel)(\d*)(_|$)", re.I)
 CHECKPOINT_WORDS = re.compile(
     r"gradient_checkpointing|activation_checkpointing|checkpoint_wrapper|(^|_)ac(_|$)|apply_ac\b", re.I
 )

@@ -1,0 +1,120 @@
+"""Ledger walking: every wrapper kind, control flow, identity tracking."""
+
+from __future__ import annotations
+
+import pytest
+
+from model_compile.analyze import analyze_tree
+from model_compile.discover.tree import MemoryTree
+from model_compile.rules.base import Example
+from model_compile.rules.scaffold import example_files
+
+
+def _ledger(body: str):
+    report = analyze_tree(MemoryTree(example_files(Example(body=body))))
+    return report.recipes[0]
+
+
+WRAPS = [
+    "model = DistributedDataParallel(model, device_ids=[0])",
+    "model = DDP(model)",
+    "model = FullyShardedDataParallel(model, use_orig_params=True)",
+    "model = FSDP(model)",
+    "fully_shard(model)",
+    "model = parallelize_module(model, mesh, plan)",
+    "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)",
+    "model, _, _, _ = deepspeed.initialize(model=model, config=cfg)",
+    "model = self.accelerator.prepare(model)",
+    "model = shard_model(model, mesh)",
+    "model = apply_fsdp2(model)",
+]
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_every_wrapper_kind_is_a_wrap(wrap):
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        f"{wrap}\n"
+        "if self.config.model.compile.enabled:\n"
+        "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+        "return model\n"
+    )
+    recipe = _ledger(body)
+    kinds = [e.kind for e in recipe.ledger[0].events]
+    assert kinds[:3] == ["build", "wrap", "compile"], kinds
+    assert "MC404" in {f.rule for f in recipe.findings}
+
+
+def test_unshard_and_regex_compile_are_not_steps():
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "pattern = re.compile('x')\n"
+        "model.unshard()\n"
+        "return model\n"
+    )
+    kinds = [e.kind for e in _ledger(body).ledger[0].events]
+    assert kinds == ["build", "return"]
+
+
+def test_with_try_while_and_decorated_disable():
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "with torch.no_grad():\n"
+        "    model = self.model_kit.apply_freeze_policy(model, freeze_vit=True)\n"
+        "try:\n"
+        "    model.gradient_checkpointing_enable()\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "@torch.compiler.disable\n"
+        "def rope(x):\n"
+        "    return x\n"
+        "if self.config.model.compile.enabled:\n"
+        "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+        "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    )
+    recipe = _ledger(body)
+    kinds = [e.kind for e in recipe.ledger[0].events]
+    assert kinds == ["build", "freeze", "checkpointing", "graph_break", "compile", "wrap", "return"]
+    assert "MC102" in {f.rule for f in recipe.findings}
+
+
+def test_model_reassigned_from_wrapper_keeps_identity():
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "wrapped = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+        "if self.config.model.compile.enabled:\n"
+        "    # model-compile: post-wrap - the wrapper must own the module first\n"
+        "    wrapped.module.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+        "return wrapped\n"
+    )
+    recipe = _ledger(body)
+    ledger = recipe.ledger[0]
+    compile_event = next(e for e in ledger.events if e.kind == "compile")
+    assert compile_event.model_identity == ledger.returned_identity
+    assert recipe.compile_path == "fallback:post-wrap"
+    assert not [f for f in recipe.findings if f.severity == "error"]
+
+
+def test_getattr_alias_and_comparison_gate():
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "compile_cfg = getattr(self.config.model, 'compile')\n"
+        "if compile_cfg.enabled is True:\n"
+        "    model = self.model_kit.apply_model_compile(model, backend=compile_cfg.backend, mode=compile_cfg.mode)\n"
+        "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    )
+    recipe = _ledger(body)
+    assert "MC204" not in {f.rule for f in recipe.findings}
+
+
+def test_depth_limit_is_noted():
+    body = "model = self.model_kit.build_model(self.config.model.path)\nreturn self.a(model)\n"
+    init = ""
+    engine_extra = "".join(
+        f"    def {a}(self, model):\n        return self.{b}(model)\n\n" for a, b in zip("abcde", "bcdef")
+    ) + "    def f(self, model):\n        return parallelize_model(model)\n"
+    files = example_files(Example(body=body, init=init))
+    key = "recipes/example/engine/example_engine.py"
+    files[key] = files[key] + "\n" + engine_extra
+    ledger = analyze_tree(MemoryTree(files)).recipes[0].ledger[0]
+    assert any("depth limit" in n for n in ledger.notes)
