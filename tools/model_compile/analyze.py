@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_compile import __version__
-from model_compile.discover.recipes import RecipeLocation, find_recipes
+from model_compile.discover.recipes import find_recipes, group_files
 from model_compile.discover.repo import repo_facts
 from model_compile.discover.tree import DiskTree, InputError, SourceTree
 from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport, Report
@@ -64,8 +64,10 @@ def analyze_tree(
         locations = [loc for loc in locations if loc.name in recipes]
     facts = repo_facts(repo_tree if repo_tree is not None else tree)
     report = Report(version=__version__, root=root_label, kit=facts.kit)
+    groups = group_files(tree)
     for loc in locations:
-        report.recipes.append(review_context(build_context(tree, loc, facts)))
+        files = groups.get(loc.name, []) if loc.prefix else None
+        report.recipes.append(review_context(build_context(tree, loc, facts, files)))
     for kit in facts.kit:
         if not kit.in_place:
             report.findings.append(

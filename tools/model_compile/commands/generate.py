@@ -1,14 +1,95 @@
-"""`model-compile generate` (not implemented yet)."""
+"""`model-compile generate`: render kit or fallback compile wiring and apply it as an edit.
+
+Without --write: a unified diff of every file it would change (dry run).
+With --write: all edits computed in memory, refused if any file has
+uncommitted changes (unless --force), written atomically, then the recipe
+is reviewed (soft validation) and the result reported.
+Exit codes: 0 done / nothing to change, 1 written but soft validation has
+error findings, 2 unusable input (nothing written).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 from model_compile.discover.tree import InputError
+from model_compile.generate.options import BACKENDS, MODES, PATHS, Options
 
 
 def add_parser(sub, name: str, help_text: str) -> None:
-    p = sub.add_parser(name, help=help_text, description=help_text)
+    p = sub.add_parser(name, help=help_text, description=help_text,
+                       epilog="Exit codes: 0 ok or nothing to change, 1 soft validation errors after writing, 2 input error.")
+    p.add_argument("recipe", type=Path, help="recipe folder (recipes/<name>)")
+    p.add_argument("--path", choices=PATHS, default="kit", help="kit (default) or a documented fallback")
+    p.add_argument("--target", help="submodule / disabled region / block list (default: inferred statically)")
+    p.add_argument("--reason", help="why the fallback is needed (required for fallbacks)")
+    p.add_argument("--backend", choices=BACKENDS, default="inductor", help="config default backend")
+    p.add_argument("--mode", choices=MODES, default="default", help="config default mode")
+    p.add_argument("--write", action="store_true", help="apply the edit (default: print the diff)")
+    p.add_argument("--force", action="store_true", help="write even over files with uncommitted changes")
+    p.add_argument("--templates", type=Path, help="template override folder (missing ones fall back to built-ins)")
+    p.add_argument("--format", choices=("diff", "json"), default="diff")
     p.set_defaults(command=name)
 
 
 def run(args) -> int:
-    raise InputError("'generate' is not implemented yet")
+    from model_compile.generate import apply
+    from model_compile.generate.plan import build_plan
+    from model_compile.generate.validate import soft_validate
+
+    opts = Options(
+        recipe=args.recipe, path=args.path, target=args.target, reason=args.reason,
+        backend=args.backend, mode=args.mode, templates=args.templates,
+    )
+    plan = build_plan(opts)
+    changed = plan.changed
+    diffs = {c.rel: apply.unified(c) for c in changed}
+    written: list[str] = []
+    validation = None
+    if args.write and changed:
+        dirty = apply.dirty_files(plan)
+        if dirty and not args.force:
+            raise InputError(f"uncommitted changes in {', '.join(dirty)}; commit or stash them, or pass --force")
+        written = apply.write(plan)
+    if args.write:
+        validation = soft_validate(plan.recipe)
+    code = 1 if validation and validation.get("errors") else 0
+
+    if args.format == "json":
+        out = {
+            "recipe": str(plan.recipe),
+            "path": plan.path_kind,
+            "target": plan.target,
+            "target_inferred": plan.target_inferred,
+            "target_why": plan.target_why,
+            "dry_run": not args.write,
+            "changed": bool(changed),
+            "written": written,
+            "files": [
+                {"path": c.rel, "status": "created" if c.old is None else "modified", "hunks": apply.hunks(diffs[c.rel])}
+                for c in changed
+            ],
+            "snippets": plan.snippets,
+            "notes": plan.notes,
+            "validation": validation,
+        }
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return code
+
+    for note in plan.notes:
+        sys.stderr.write(f"model-compile: {note}\n")
+    if not changed:
+        sys.stderr.write("model-compile: no changes: the recipe already has this compile wiring\n")
+    elif not args.write:
+        sys.stdout.write("".join(diffs.values()))
+    else:
+        sys.stdout.write("".join(diffs.values()))
+        sys.stderr.write(f"model-compile: wrote {len(written)} file(s): {', '.join(written)}\n")
+    if validation is not None:
+        sys.stderr.write(f"model-compile: soft validation: {validation['summary']}\n")
+        for f in validation.get("findings", []):
+            sys.stderr.write(f"  {f['severity']} {f['rule']} {f['file']}:{f['line']} {f['message']}\n")
+    return code

@@ -26,20 +26,30 @@ class RecipeLocation:
         return path[len(self.prefix) + 1 :] if self.prefix else path
 
 
-def _looks_like_recipe(files: set[str], prefix: str) -> bool:
-    p = f"{prefix}/" if prefix else ""
-    return any(
-        f.startswith(p + "engine/") and f.endswith(".py") or f == p + "configs/schema.py" for f in files
-    )
+def _is_recipe_marker(rel: str) -> bool:
+    """engine/*.py or configs/schema.py, relative to a recipe folder."""
+    return (rel.startswith("engine/") and rel.endswith(".py")) or rel == "configs/schema.py"
+
+
+def group_files(tree: SourceTree) -> dict[str, list[str]]:
+    """Files of each `recipes/<name>/` folder, keyed by name (one pass)."""
+    groups: dict[str, list[str]] = {}
+    for f in tree.files():
+        parts = f.split("/", 2)
+        if len(parts) == 3 and parts[0] == "recipes":
+            groups.setdefault(parts[1], []).append(f)
+    return groups
 
 
 def find_recipes(tree: SourceTree, single_name: str | None = None) -> list[RecipeLocation]:
     """Recipes under `recipes/`, or the tree itself when it is one recipe."""
-    files = set(tree.files())
-    names = sorted({f.split("/")[1] for f in files if f.startswith("recipes/") and f.count("/") >= 2})
-    found = [RecipeLocation(n, f"recipes/{n}") for n in names if _looks_like_recipe(files, f"recipes/{n}")]
+    found = [
+        RecipeLocation(name, f"recipes/{name}")
+        for name, files in sorted(group_files(tree).items())
+        if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)
+    ]
     if found:
         return found
-    if _looks_like_recipe(files, ""):
+    if any(_is_recipe_marker(f) for f in tree.files()):
         return [RecipeLocation(single_name or "recipe", "")]
     return []

@@ -125,10 +125,16 @@ def _config_class_name(cls: ast.ClassDef) -> str | None:
     return None
 
 
-def build_context(tree: SourceTree, loc: RecipeLocation, repo: RepoFacts) -> RecipeContext:
-    """Parse a recipe's files and walk every engine's prepare_model."""
+def build_context(
+    tree: SourceTree, loc: RecipeLocation, repo: RepoFacts, files: list[str] | None = None
+) -> RecipeContext:
+    """Parse a recipe's files and walk every engine's prepare_model.
+
+    `files` (the recipe's own paths) saves filtering the whole tree per recipe.
+    """
     ctx = RecipeContext(loc=loc, repo=repo)
-    files = [f for f in tree.files() if loc.owns(f)]
+    if files is None:
+        files = [f for f in tree.files() if loc.owns(f)]
     for path in files:
         if path.endswith(".py"):
             parsed = parse_module(tree, path)

@@ -28,9 +28,22 @@ class PyModule:
 
     def segment(self, node: ast.AST) -> str:
         """One-line source text of a node (first line, trimmed)."""
-        seg = ast.get_source_segment(self.text, node) or ""
+        seg = self._segment(node)
         seg = " ".join(part.strip() for part in seg.splitlines())
         return seg if len(seg) <= 160 else seg[:157] + "..."
+
+
+    def _segment(self, node: ast.AST) -> str:
+        """Source of a node from the split lines (ast.get_source_segment re-splits the file each call)."""
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if start is None or end is None or not (1 <= start <= end <= len(self.lines)):
+            return ""
+        c0, c1 = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        rows = [ln.encode("utf-8") for ln in self.lines[start - 1 : end]]
+        if len(rows) == 1:
+            return rows[0][c0:c1].decode("utf-8", "replace")
+        rows[0], rows[-1] = rows[0][c0:], rows[-1][:c1]
+        return "\n".join(r.decode("utf-8", "replace") for r in rows)
 
 
 @dataclass

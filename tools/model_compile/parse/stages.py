@@ -7,6 +7,8 @@ import yaml
 from model_compile.findings.models import StageFacts
 
 _SCALARS = {"enabled", "backend", "mode"}
+# libyaml's composer when available: same safe node graph, several times faster.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _construct(node: yaml.ScalarNode):
@@ -30,7 +32,7 @@ def stage_facts(text: str, path: str, name: str) -> StageFacts:
     """Facts about one stage YAML; a YAML that does not parse is a problem, not a crash."""
     facts = StageFacts(file=path, name=name)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

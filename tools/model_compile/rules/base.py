@@ -99,7 +99,7 @@ def _enabled_ref(e: ast.expr) -> bool:
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) >= 2:
         if isinstance(e.args[1], ast.Constant) and e.args[1].value == "enabled":
             return bool(re.search(r"(^|\.)model\.compile$", ast.unparse(e.args[0])))
-    return bool(ENABLED_RE.search(ast.unparse(e)))
+    return isinstance(e, (ast.Attribute, ast.Name)) and bool(ENABLED_RE.search(ast.unparse(e)))
 
 
 def gate_state(event: Event) -> str:

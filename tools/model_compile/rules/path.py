@@ -11,14 +11,16 @@ from model_compile.rules.scaffold import CANONICAL_BODY
 
 KIT_CALL = "self.model_kit.apply_model_compile(\n    model,\n    backend=self.config.model.compile.backend,\n    mode=self.config.model.compile.mode,\n)"
 _COMPILE_KW = "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode"
-REGIONAL_BODY = CANONICAL_BODY.replace(
-    KIT_CALL.replace("\n", "\n    "),
-    "None\n    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n"
-    f"    for layer in model.model.language_model.layers:\n        layer.compile({_COMPILE_KW})",
-).replace("model = None\n", "")
-DIRECT_BODY = REGIONAL_BODY.replace(
-    "    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n", ""
+_KIT_BLOCK = "    model = " + KIT_CALL.replace("\n", "\n    ") + "\n"
+_REGIONAL_LOOP = (
+    "    for layer in model.model.language_model.layers:\n"
+    f"        layer.compile({_COMPILE_KW})\n"
 )
+REGIONAL_BODY = CANONICAL_BODY.replace(
+    _KIT_BLOCK,
+    "    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n" + _REGIONAL_LOOP,
+)
+DIRECT_BODY = CANONICAL_BODY.replace(_KIT_BLOCK, _REGIONAL_LOOP)
 
 
 class CompileOutsideKit(Rule):

@@ -1,0 +1,90 @@
+"""Golden renderings of every generate template, and each rendering parses.
+
+Regenerate after an intended template change with
+`MODEL_COMPILE_UPDATE_GOLDEN=1 pytest tests/golden/generate`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import textwrap
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from model_compile import templating
+from model_compile.generate.options import BACKENDS, CONFIG_EXPR, MODES
+
+FILES = Path(__file__).parent / "files"
+REASON = "vision tower has data dependent shapes"
+BASE = {"config_expr": CONFIG_EXPR, "model_var": "model", "kit_attr": "self.model_kit", "reason": REASON}
+
+CASES = {
+    "compile/kit.py.j2": {**BASE, "target": "model", "kind": "kit"},
+    "compile/submodule.py.j2": {**BASE, "target": "model.model.language_model", "kind": "submodule"},
+    "compile/graph-break.py.j2": {**BASE, "target": "model.model.visual", "kind": "graph-break"},
+    "compile/regional.py.j2": {**BASE, "target": "model.model.language_model.layers", "kind": "regional"},
+    "compile/post-wrap.py.j2": {**BASE, "target": "parallelized_model", "kind": "post-wrap"},
+    "compile/kit_init.py.j2": {"kit_attr": "self.model_kit", "kit_class": "MLLMModelKit", "config_annotation": "ToyConfig"},
+    "compile/kit_attr.py.j2": {"kit_attr": "self.model_kit", "kit_class": "MLLMModelKit"},
+    "config/compile_config.py.j2": {
+        "class_name": "ToyCompileConfig",
+        "base_class": "BaseModel",
+        "config_dict": 'extra="forbid"',
+        "backends": list(BACKENDS),
+        "modes": list(MODES),
+        "backend": "inductor",
+        "mode": "default",
+    },
+    "config/compile_field.py.j2": {"class_name": "ToyCompileConfig"},
+    "config/stage_compile.yaml.j2": {"indent": "  ", "step": "  ", "backend": "inductor", "mode": "default"},
+    "readme/compile_section.md.j2": {"hashes": "##", "kind": "submodule", "target": "model.model.language_model", "reason": REASON},
+}
+
+
+def _golden(name: str) -> Path:
+    return FILES / (name.replace("/", "__").removesuffix(".j2") + ".golden")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name):
+    text = templating.render(name, CASES[name])
+    golden = _golden(name)
+    if os.environ.get("MODEL_COMPILE_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text(), f"{name} changed; regenerate the golden file if intended"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if n.endswith(".py.j2")))
+def test_rendered_python_parses(name):
+    text = templating.render(name, CASES[name])
+    ast.parse(text)  # a whole statement / class on its own
+    # and as it lands: inside a method body (compile blocks) or a class body (__init__, fields)
+    ast.parse("class Engine:\n    def prepare_model(self):\n" + textwrap.indent(text, "        ") + "        return model\n")
+    ast.parse("class Engine:\n" + textwrap.indent(text, "    "))
+
+
+def test_rendered_yaml_parses():
+    text = templating.render("config/stage_compile.yaml.j2", CASES["config/stage_compile.yaml.j2"])
+    assert yaml.safe_load("model:\n" + text) == {"model": {"compile": {"enabled": False, "backend": "inductor", "mode": "default"}}}
+
+
+def test_fallback_blocks_carry_the_documentation_comment():
+    for kind in ("submodule", "graph-break", "regional", "post-wrap"):
+        text = templating.render(f"compile/{kind}.py.j2", CASES[f"compile/{kind}.py.j2"])
+        assert f"# model-compile: {kind} - {REASON}" in text
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_missing_variable_is_an_error(name):
+    env = templating.environment()
+    src = env.loader.get_source(env, name)[0]
+    used = [key for key in CASES[name] if key in src]
+    assert used
+    for key in used:
+        ctx = {k: v for k, v in CASES[name].items() if k != key}
+        with pytest.raises(jinja2.UndefinedError):
+            templating.render(name, ctx)

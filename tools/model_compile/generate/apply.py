@@ -1,0 +1,70 @@
+"""Diffs, the git dirty check, and the atomic write of a plan."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from pathlib import Path
+
+from model_compile.discover.tree import InputError
+from model_compile.generate.plan import FileChange, Plan
+
+
+def unified(change: FileChange) -> str:
+    old = (change.old or "").splitlines(keepends=True)
+    new = change.new.splitlines(keepends=True)
+    fromfile = "/dev/null" if change.old is None else f"a/{change.rel}"
+    lines = list(difflib.unified_diff(old, new, fromfile=fromfile, tofile=f"b/{change.rel}"))
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def hunks(diff_text: str) -> list[str]:
+    out: list[str] = []
+    for line in diff_text.splitlines(keepends=True):
+        if line.startswith("@@"):
+            out.append(line)
+        elif out:
+            out[-1] += line
+    return out
+
+
+def dirty_files(plan: Plan) -> list[str]:
+    """Files the plan would change that have uncommitted changes (or are untracked) in git."""
+    try:
+        import git
+    except ImportError:  # pragma: no cover
+        return []
+    try:
+        repo = git.Repo(plan.root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return []
+    top = Path(repo.working_tree_dir).resolve()
+    paths = [c.path.resolve().relative_to(top).as_posix() for c in plan.changed if c.path.exists()]
+    if not paths:
+        return []
+    status = repo.git.status("--porcelain", "--untracked-files=all", "--", *paths)
+    return [line[3:] for line in status.splitlines() if line.strip()]
+
+
+def write(plan: Plan) -> list[str]:
+    """Write every changed file atomically: all temp files first, then renames."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for c in plan.changed:
+            c.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{c.path.name}.", suffix=".mc-tmp", dir=c.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(c.new)
+            if c.path.exists():
+                os.chmod(tmp, c.path.stat().st_mode & 0o7777)
+            else:
+                os.chmod(tmp, 0o644)
+            staged.append((tmp, c.path))
+    except OSError as exc:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"cannot write {c.rel}: {exc.strerror}") from exc
+    for tmp, dest in staged:
+        os.replace(tmp, dest)
+    return [c.rel for c in plan.changed]

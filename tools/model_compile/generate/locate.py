@@ -1,0 +1,190 @@
+"""Find, statically, the files of a recipe and the facts the edits depend on.
+
+Nothing here imports the target repo or torch: files are read as text and
+parsed with `ast`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_compile.discover.tree import InputError
+
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
+KIT_CLASS = "MLLMModelKit"
+
+
+@dataclass
+class RecipeFiles:
+    recipe: Path
+    root: Path  # repository root (git top level, or the folder above recipes/)
+    readme: Path
+    engines: list[Path] = field(default_factory=list)
+    schema: Path | None = None
+    stages: list[Path] = field(default_factory=list)
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+
+def repo_root(recipe: Path) -> Path:
+    recipe = recipe.resolve()
+    for parent in [recipe, *recipe.parents]:
+        if (parent / ".git").exists():
+            return parent
+    if recipe.parent.name == "recipes":
+        return recipe.parent.parent
+    return recipe
+
+
+def find_recipe_files(recipe: Path) -> RecipeFiles:
+    recipe = recipe.resolve()
+    engine_dir = recipe / "engine"
+    candidates = sorted(engine_dir.glob("*.py")) if engine_dir.is_dir() else sorted(recipe.glob("*engine*.py"))
+    engines = [p for p in candidates if re.search(r"def\s+prepare_model\s*\(", _read(p))]
+    if not engines:
+        raise InputError(f"no engine with prepare_model() under {recipe}/engine")
+    schema = recipe / "configs" / "schema.py"
+    stages = sorted(p for p in (recipe / "configs").glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    return RecipeFiles(
+        recipe=recipe,
+        root=repo_root(recipe),
+        engines=engines,
+        schema=schema if schema.is_file() else None,
+        stages=stages,
+        readme=recipe / "README.md",
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _py_files(root: Path):
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(d.iterdir())
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir():
+                if e.name not in SKIP_DIRS and not e.name.startswith("."):
+                    stack.append(e)
+            elif e.suffix == ".py":
+                yield e
+
+
+@dataclass
+class KitImport:
+    module: str
+    name: str = KIT_CLASS
+
+
+def find_kit_import(root: Path, kit_class: str = KIT_CLASS) -> KitImport | None:
+    """Where recipes import the kit from (most common absolute import), else its defining module."""
+    used: Counter[str] = Counter()
+    defined: list[str] = []
+    pattern = re.compile(rf"\b{kit_class}\b")
+    for path in _py_files(root):
+        text = _read(path)
+        if not pattern.search(text):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == kit_class:
+                defined.append(_module_name(root, path))
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if any(a.name == kit_class for a in node.names) and "recipes" in path.relative_to(root).parts:
+                    used[node.module] += 1
+    if not defined:
+        return None
+    if used:
+        return KitImport(module=used.most_common(1)[0][0], name=kit_class)
+    return KitImport(module=defined[0], name=kit_class)
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+# Hugging Face classes whose module tree is known (checked before the generic VLM hint).
+KNOWN_LAYOUTS = [
+    (r"ViTForImageClassification", {"submodule": "vit", "regional": "vit.encoder.layer"}),
+    (r"(?:Llama|Qwen2|Qwen3|Mistral)ForCausalLM", {"submodule": "model", "regional": "model.layers"}),
+]
+VLM_HINT = re.compile(r"Qwen\d?(?:_\d)?_?VL|VisionTransformer|\.visual\b|vision_tower|ForConditionalGeneration")
+
+
+@dataclass
+class TargetChoice:
+    target: str
+    inferred: bool
+    why: str
+
+
+def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str | None) -> TargetChoice | None:
+    """A sensible default --target, read statically from the recipe's model code."""
+    if path == "kit":
+        return TargetChoice(target=model_var, inferred=True, why="the kit compiles the whole model")
+    if path == "post-wrap":
+        name = wrapped_var or model_var
+        return TargetChoice(target=name, inferred=True, why="the module returned by the distributed wrapper")
+    text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
+    for pattern, layout in KNOWN_LAYOUTS:
+        if re.search(pattern, text) and path in layout:
+            return TargetChoice(
+                target=f"{model_var}.{layout[path]}", inferred=True, why=f"known layout of {pattern} in the recipe's model code"
+            )
+    if VLM_HINT.search(text):
+        choice = {
+            "submodule": f"{model_var}.model.language_model",
+            "graph-break": f"{model_var}.model.visual",
+            "regional": f"{model_var}.model.language_model.layers",
+        }[path]
+        return TargetChoice(target=choice, inferred=True, why="Qwen-style VLM layout found in the recipe's model code")
+    blocks = _module_lists(text)
+    if path == "regional" and blocks:
+        return TargetChoice(
+            target=f"{model_var}.{blocks[0]}", inferred=True, why=f"first nn.ModuleList attribute '{blocks[0]}' in the model code"
+        )
+    return None
+
+
+def _module_lists(text: str) -> list[str]:
+    return re.findall(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?ModuleList\(", text)
+
+
+def find_testing_module(root: Path) -> str | None:
+    """`<engine package>.testing.utils` (smoke-test helpers) when the repo has one."""
+    for utils in sorted(root.glob("*/testing/utils.py")):
+        return f"{utils.parent.parent.name}.testing.utils"
+    return None
+
+
+def missing_testing_helpers(root: Path, module: str, names) -> list[str]:
+    """Names a template imports from the repo's testing module that it does not define (static)."""
+    if not module:
+        return list(names)
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    text = _read(path)
+    if not text:
+        return list(names)
+    return [n for n in names if not re.search(rf"^(?:def|class)\s+{n}\b|^{n}\s*=", text, re.M)]

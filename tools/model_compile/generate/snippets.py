@@ -1,0 +1,60 @@
+"""Rendering of every generated snippet (all code comes from templates/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from model_compile import templating
+from model_compile.generate.options import BACKENDS, CONFIG_EXPR, MODES
+
+
+class Renderer:
+    def __init__(self, override: Path | None):
+        self.override = override
+        self.env = templating.environment(override)
+        self.rendered: dict[str, str] = {}
+
+    def render(self, name: str, **context) -> str:
+        text = self.env.get_template(name).render(**context)
+        self.rendered[name] = text
+        return text
+
+    def block(self, path_kind: str, *, model_var: str, kit_attr: str | None, target: str, reason: str | None) -> str:
+        return self.render(
+            f"compile/{path_kind}.py.j2",
+            config_expr=CONFIG_EXPR,
+            model_var=model_var,
+            kit_attr=kit_attr or "self.model_kit",
+            target=target,
+            reason=reason or "",
+            kind=path_kind,
+        )
+
+    def kit_attr(self, kit_attr: str, kit_class: str) -> str:
+        return self.render("compile/kit_attr.py.j2", kit_attr=kit_attr, kit_class=kit_class)
+
+    def kit_init(self, kit_attr: str, kit_class: str, config_annotation: str | None) -> str:
+        return self.render(
+            "compile/kit_init.py.j2", kit_attr=kit_attr, kit_class=kit_class, config_annotation=config_annotation
+        )
+
+    def compile_class(self, class_name: str, base: str, config_dict: str | None, backend: str, mode: str) -> str:
+        return self.render(
+            "config/compile_config.py.j2",
+            class_name=class_name,
+            base_class=base,
+            config_dict=config_dict,
+            backends=list(BACKENDS),
+            modes=list(MODES),
+            backend=backend,
+            mode=mode,
+        )
+
+    def compile_field(self, class_name: str) -> str:
+        return self.render("config/compile_field.py.j2", class_name=class_name)
+
+    def stage_block(self, indent: str, step: str, backend: str, mode: str) -> str:
+        return self.render("config/stage_compile.yaml.j2", indent=indent, step=step, backend=backend, mode=mode)
+
+    def readme_section(self, hashes: str, kind: str, target: str, reason: str) -> str:
+        return self.render("readme/compile_section.md.j2", hashes=hashes, kind=kind, target=target, reason=reason)

@@ -1,0 +1,310 @@
+"""Which revisions to compare and which files the change touches.
+
+Pull-request semantics by default: the head is the working tree; the base
+is `HEAD` when the tree is dirty, else the merge base of HEAD with the
+default branch. Files are classified by what they are to a recipe (engine,
+schema, config, model code, docs, tests) or to the shared kit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+from gitdb.exc import BadName, BadObject
+
+from model_compile.discover.tree import InputError
+from model_compile.review.gittree import GitTree, WorkTree
+from model_compile.review.models import ChangedFile
+
+KIT_MARKER = b"def apply_model_compile"
+
+
+@dataclass
+class Side:
+    """One side of the comparison."""
+
+    tree: GitTree | WorkTree
+    rev: str
+    commit: str | None  # None for the working tree
+
+    @property
+    def is_worktree(self) -> bool:
+        return self.commit is None
+
+
+@dataclass
+class Change:
+    """Everything git says about the change, classified."""
+
+    base: Side
+    head: Side
+    files: list[ChangedFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def renamed_files(self) -> dict[str, str]:
+        """old path -> new path."""
+        return {f.old_path: f.path for f in self.files if f.change == "renamed" and f.old_path}
+
+    def changed_lines(self) -> dict[str, set[int]]:
+        return {f.path: set(f.lines) for f in self.files if f.change != "deleted"}
+
+
+def is_shallow(repo: git.Repo) -> bool:
+    return (Path(repo.common_dir) / "shallow").exists()
+
+
+def _shallow_hint(repo: git.Repo) -> str:
+    if is_shallow(repo):
+        return " (this is a shallow clone: fetch the missing history, e.g. `git fetch --unshallow`)"
+    return ""
+
+
+def resolve_commit(repo: git.Repo, rev: str) -> git.Commit:
+    try:
+        obj = repo.rev_parse(rev)
+        commit = obj if isinstance(obj, git.Commit) else obj.object if isinstance(obj, git.TagObject) else None
+        if commit is None:
+            commit = repo.commit(rev)
+        commit.tree  # forces the object to be read: missing objects fail here
+        return commit
+    except (BadName, BadObject, ValueError, git.GitCommandError, IndexError, KeyError):
+        raise InputError(f"unknown revision '{rev}'{_shallow_hint(repo)}") from None
+
+
+def default_branch(repo: git.Repo) -> str | None:
+    """origin/HEAD, else main, else master (local, then origin/)."""
+    for name in ("origin/HEAD", "main", "master", "origin/main", "origin/master"):
+        try:
+            repo.rev_parse(name)
+            return name
+        except (BadName, BadObject, ValueError, git.GitCommandError, IndexError, KeyError):
+            continue
+    return None
+
+
+def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[str]) -> git.Commit:
+    branch = default_branch(repo)
+    if branch is None:
+        raise InputError("no default branch (origin/HEAD, main, master) to compare with: pass --base REV")
+    bases = repo.merge_base(head, branch)
+    if not bases:
+        raise InputError(f"no merge base between {head.hexsha[:12]} and {branch}{_shallow_hint(repo)}: pass --base REV")
+    base = bases[0]
+    notes.append(f"base is the merge base of {head_label} with {branch}")
+    if base.hexsha == head.hexsha:
+        notes.append(
+            f"{head_label} is already contained in {branch}: nothing between them; pass --base REV (e.g. --base HEAD~1)"
+        )
+    return base
+
+
+def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, Side, list[str]]:
+    notes: list[str] = []
+    try:
+        repo.head.commit
+    except ValueError:
+        raise InputError("the repository has no commits yet") from None
+    if head is None:
+        head_side = Side(WorkTree(repo), "working tree", None)
+        head_commit = repo.head.commit
+        if base is None:
+            if repo.is_dirty(index=True, working_tree=True, untracked_files=True):
+                base = "HEAD"
+                notes.append("base is HEAD: the working tree has uncommitted changes")
+            else:
+                notes.append("working tree is clean")
+    else:
+        head_commit = resolve_commit(repo, head)
+        head_side = Side(GitTree(head_commit), head, head_commit.hexsha)
+    if base is None:
+        base_commit = _merge_base(repo, head_commit, "HEAD" if head is None else head, notes)
+        base_rev = base_commit.hexsha[:12]
+    else:
+        base_commit = resolve_commit(repo, base)
+        base_rev = base
+    return Side(GitTree(base_commit), base_rev, base_commit.hexsha), head_side, notes
+
+
+_HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+
+
+def _hunk_lines(patch: bytes) -> list[int]:
+    lines: set[int] = set()
+    for m in _HUNK.finditer(patch):
+        start = int(m.group(1))
+        count = int(m.group(2)) if m.group(2) is not None else 1
+        if count == 0:  # pure deletion after line `start`
+            lines.update({max(start, 1), start + 1})
+        else:
+            lines.update(range(start, start + count))
+    return sorted(lines)
+
+
+def classify(path: str, kit_files: set[str]) -> tuple[str | None, str]:
+    """(recipe, kind) of one path."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] == "recipes":
+        rest = "/".join(parts[2:])
+        lower = rest.lower()
+        if rest.startswith("engine/"):
+            kind = "engine"
+        elif rest.startswith("configs/"):
+            kind = "schema" if rest.endswith(".py") else "config"
+        elif rest.startswith(("model/", "models/")):
+            kind = "model"
+        elif rest.startswith("tests/"):
+            kind = "tests"
+        elif lower.endswith((".md", ".rst", ".txt")) or lower.startswith("readme"):
+            kind = "docs"
+        else:
+            kind = "other"
+        return parts[1], kind
+    if path in kit_files:
+        return None, "kit"
+    if parts[0] == "skills":
+        return None, "skill"
+    return None, "shared"
+
+
+def _is_binary(data: bytes | None) -> bool:
+    return data is not None and b"\0" in data[:8192]
+
+
+def _kit_file(side: Side, path: str | None) -> bool:
+    if not path or not path.endswith(".py"):
+        return False
+    data = side.tree.read_bytes(path)
+    return data is not None and KIT_MARKER in data
+
+
+def _pair_untracked_renames(base: Side, head: Side, added: list[str], deleted: list[str]) -> dict[str, str]:
+    """Pair untracked new files with deleted ones by content (git can't: they're not staged)."""
+    pairs: dict[str, str] = {}
+    if not added or not deleted or len(added) * len(deleted) > 40000:
+        return pairs
+    old_text = {d: (base.tree.read_bytes(d) or b"") for d in deleted}
+    for a in added:
+        new = head.tree.read_bytes(a) or b""
+        best, score = None, 0.5
+        for d, old in old_text.items():
+            if d in pairs.values():
+                continue
+            if old == new:
+                best, score = d, 1.0
+                break
+            if _is_binary(old) or _is_binary(new):
+                continue
+            sm = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+            if sm.real_quick_ratio() > score and sm.quick_ratio() > score:
+                r = sm.ratio()
+                if r > score:
+                    best, score = d, r
+        if best is not None:
+            pairs[a] = best
+    return pairs
+
+
+def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
+    """The changed files between the two sides, rename-aware."""
+    base_commit = repo.commit(base.commit)
+    other = None if head.is_worktree else repo.commit(head.commit)
+    if not head.is_worktree and other.hexsha == base_commit.hexsha:
+        return []
+    try:
+        diffs = base_commit.diff(other, create_patch=True, unified=0)
+    except git.GitCommandError as exc:
+        raise InputError(f"git diff failed: {str(exc.stderr).strip().splitlines()[-1:]}") from None
+    out: list[ChangedFile] = []
+    seen: set[str] = set()
+    for d in diffs:
+        a, b = d.a_path, d.b_path
+        if d.new_file:
+            change, path, old = "added", b, None
+        elif d.deleted_file:
+            change, path, old = "deleted", a, None
+        elif d.renamed_file:
+            change, path, old = "renamed", b, a
+        else:
+            change, path, old = "modified", b or a, None
+        if path is None or path in seen:
+            continue
+        # Symlinks, submodules and mode-only changes of files no tree serves are not source changes.
+        patch = d.diff if isinstance(d.diff, bytes) else (d.diff or "").encode()
+        binary = b"Binary files" in patch[:400] and not _HUNK.search(patch)
+        if change == "deleted":
+            lines: list[int] = []
+        elif binary or change == "added":
+            data = head.tree.read_bytes(path)
+            lines = list(range(1, (data or b"").count(b"\n") + 2)) if not binary else []
+        else:
+            lines = _hunk_lines(patch)
+        seen.add(path)
+        out.append(ChangedFile(path=path, old_path=old, change=change, kind="other", binary=binary, lines=lines))
+    if head.is_worktree:
+        untracked = [p for p in repo.untracked_files if p not in seen and head.tree.has(p)]
+        deleted = [f.path for f in out if f.change == "deleted"]
+        pairs = _pair_untracked_renames(base, head, untracked, deleted)
+        if pairs:
+            out = [f for f in out if not (f.change == "deleted" and f.path in pairs.values())]
+        for p in untracked:
+            data = head.tree.read_bytes(p) or b""
+            binary = _is_binary(data)
+            lines = [] if binary else list(range(1, data.count(b"\n") + 2))
+            if p in pairs:
+                old_data = base.tree.read_bytes(pairs[p]) or b""
+                lines = _changed_by_difflib(old_data, data) if not binary else []
+                out.append(ChangedFile(path=p, old_path=pairs[p], change="renamed", kind="other", binary=binary, lines=lines))
+            else:
+                out.append(ChangedFile(path=p, change="added", kind="other", binary=binary, lines=lines))
+    kit_files = {f.path for f in out if _kit_file(head, f.path) or _kit_file(base, f.old_path or f.path)}
+    for f in out:
+        f.recipe, f.kind = classify(f.path, kit_files)
+        if f.old_path:
+            f.old_recipe, _ = classify(f.old_path, kit_files)
+        else:
+            f.old_recipe = f.recipe
+    out.sort(key=lambda f: f.path)
+    return out
+
+
+def _changed_by_difflib(old: bytes, new: bytes) -> list[int]:
+    sm = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    lines: set[int] = set()
+    for tag, _i1, _i2, j1, j2 in sm.get_opcodes():
+        if tag != "equal":
+            lines.update(range(j1 + 1, max(j2, j1 + 1) + 1))
+    return sorted(lines)
+
+
+def recipe_names(tree) -> Counter:
+    """Recipe folders (`recipes/<name>/` holding at least one file) -> how many files."""
+    names: Counter = Counter()
+    for p in tree.files():
+        parts = p.split("/")
+        if len(parts) >= 3 and parts[0] == "recipes":
+            names[parts[1]] += 1
+    return names
+
+
+def recipe_renames(files: list[ChangedFile], base_names: Counter, head_names: Counter) -> dict[str, str]:
+    """old recipe -> new recipe: most of its files were renamed into a folder that is new.
+
+    Git pairs files one by one; a recipe deleted in the same change that adds a
+    look-alike recipe may get a few pairs. Only a majority makes a rename.
+    """
+    votes: dict[str, Counter] = {}
+    for f in files:
+        if f.change == "renamed" and f.old_recipe and f.recipe and f.old_recipe != f.recipe:
+            votes.setdefault(f.old_recipe, Counter())[f.recipe] += 1
+    out: dict[str, str] = {}
+    for old, counter in votes.items():
+        new, _ = counter.most_common(1)[0]
+        if old not in head_names and new not in base_names and counter[new] * 2 > base_names[old]:
+            out[old] = new
+    return out

@@ -1,0 +1,221 @@
+"""Compare two analyses of the same recipe: ledger, config, findings."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport
+from model_compile.review.models import DiffFinding, EventView, LedgerView, Side, ValueChange
+
+COMPILE_FIELDS = ("enabled", "backend", "mode")
+NEAR = 3  # lines: a finding this close to a changed line is "near the change"
+# Steps whose order relative to compile matters.
+_ORDERED_KINDS = ("build", "patch", "freeze", "upcast", "checkpointing", "graph_break", "wrap")
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def step_name(event) -> str:
+    """Short name of an event: the callee (`parallelize_model`), else its kind."""
+    call = re.sub(r"^\s*(return\s+|[\w.\[\]'\"]+(\s*,\s*[\w.]+)*\s*=(?!=)\s*)", "", event.call or "")
+    m = _CALL.search(call)
+    if m:
+        name = m.group(1).rsplit(".", 1)[-1]
+        if name not in ("compile", "disable"):
+            return f"{name} ({event.kind})"
+        return f"{m.group(1)} ({event.kind})"
+    return event.kind
+
+
+def side_view(report: RecipeReport | None) -> Side | None:
+    if report is None:
+        return None
+    return Side(
+        compile_path=report.compile_path,
+        compiled_target=list(report.compiled_target),
+        placement=report.placement,
+        ledger=[
+            LedgerView(
+                engine_class=lg.engine_class,
+                file=lg.file,
+                events=[
+                    EventView(kind=e.kind, line=e.line, call=e.call, target=e.target, condition=list(e.condition), file=e.file)
+                    for e in lg.events
+                ],
+            )
+            for lg in report.ledger
+        ],
+    )
+
+
+def _pair_ledgers(before: RecipeReport, after: RecipeReport):
+    b = {lg.engine_class: lg for lg in before.ledger}
+    a = {lg.engine_class: lg for lg in after.ledger}
+    pairs = [(b[k], a[k]) for k in b if k in a]
+    rest_b = [lg for k, lg in b.items() if k not in a]
+    rest_a = [lg for k, lg in a.items() if k not in b]
+    if len(rest_b) == 1 and len(rest_a) == 1:  # class renamed with its recipe
+        pairs.append((rest_b[0], rest_a[0]))
+        rest_b, rest_a = [], []
+    return pairs, rest_b, rest_a
+
+
+def _placement(text: str) -> str:
+    """Placement without its `Engine.prepare_model:` prefix (a renamed class is no move)."""
+    head, sep, rest = text.partition(": ")
+    return rest if sep and "." in head else text
+
+
+def _cond(conds: list[str]) -> str:
+    return " and ".join(conds) if conds else "always"
+
+
+def _order_changes(before_events, after_events, bc, ac) -> list[str]:
+    """Which steps moved from one side of compile to the other."""
+    bi, ai = before_events.index(bc), after_events.index(ac)
+    before_names = {step_name(e): i < bi for i, e in enumerate(before_events) if e.kind in _ORDERED_KINDS}
+    after_names = {step_name(e): i < ai for i, e in enumerate(after_events) if e.kind in _ORDERED_KINDS}
+    out = []
+    for name, was_before in before_names.items():
+        if name in after_names and after_names[name] != was_before:
+            out.append(f"compile moved: now {'after' if after_names[name] else 'before'} {name}")
+    return out
+
+
+def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
+    out: list[str] = []
+    if before.compile_path != after.compile_path:
+        out.append(f"compile path changed: {before.compile_path} -> {after.compile_path}")
+    if sorted(before.compiled_target) != sorted(after.compiled_target):
+        out.append(
+            f"compiled target changed: {', '.join(before.compiled_target) or 'nothing'}"
+            f" -> {', '.join(after.compiled_target) or 'nothing'}"
+        )
+    pairs, gone, new = _pair_ledgers(before, after)
+    for lg in gone:
+        out.append(f"engine {lg.engine_class}: prepare_model no longer found")
+    for lg in new:
+        out.append(f"engine {lg.engine_class}: new prepare_model ({len(lg.of('compile'))} compile call(s))")
+    for lb, la in pairs:
+        prefix = "" if len(pairs) == 1 else f"{la.engine_class}: "
+        bcs, acs = lb.of("compile"), la.of("compile")
+        for e in acs[len(bcs):]:
+            out.append(f"{prefix}compile added: `{e.call}` (line {e.line}, when {_cond(e.condition)})")
+        for e in bcs[len(acs):]:
+            out.append(f"{prefix}compile removed: `{e.call}` (was line {e.line})")
+        for bc, ac in zip(bcs, acs):
+            for msg in _order_changes(lb.events, la.events, bc, ac):
+                out.append(prefix + msg)
+            if bc.target != ac.target:
+                out.append(f"{prefix}compile target changed: {bc.target or '?'} -> {ac.target or '?'}")
+            if bc.condition != ac.condition:
+                out.append(f"{prefix}compile gate changed: {_cond(bc.condition)} -> {_cond(ac.condition)}")
+            if bc.compile_style != ac.compile_style:
+                out.append(f"{prefix}compile style changed: {bc.compile_style} -> {ac.compile_style}")
+            for key in sorted(set(bc.arguments) | set(ac.arguments)):
+                if bc.arguments.get(key) != ac.arguments.get(key):
+                    out.append(
+                        f"{prefix}compile argument {key}: {bc.arguments.get(key, '(unset)')} -> {ac.arguments.get(key, '(unset)')}"
+                    )
+            if bc.reachable != ac.reachable:
+                out.append(f"{prefix}compile {'now reachable' if ac.reachable else 'no longer reachable'}")
+        # Steps added or removed around compile (wrapping, checkpointing, ...).
+        bn = Counter(step_name(e) for e in lb.events if e.kind in _ORDERED_KINDS)
+        an = Counter(step_name(e) for e in la.events if e.kind in _ORDERED_KINDS)
+        for name in sorted(an - bn):
+            out.append(f"{prefix}step added: {name}")
+        for name in sorted(bn - an):
+            out.append(f"{prefix}step removed: {name}")
+    if not out and _placement(before.placement) != _placement(after.placement) and after.placement:
+        out.append(f"placement: {before.placement or '?'} -> {after.placement}")
+    return out
+
+
+def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str, str]) -> list[ValueChange]:
+    out: list[ValueChange] = []
+    bf, af = before.config.schema_.fields, after.config.schema_.fields
+    for key in COMPILE_FIELDS:
+        b, a = bf.get(key), af.get(key)
+        bp, ap = bool(b and b.present), bool(a and a.present)
+        bv = (b.default if b.default is not None else b.default_text) if bp else None
+        av = (a.default if a.default is not None else a.default_text) if ap else None
+        if bp != ap or bv != av:
+            out.append(ValueChange(where="schema", field=key, before=bv if bp else "(absent)", after=av if ap else "(absent)"))
+    bstages = {path_map.get(s.file, s.file): s for s in before.config.stages}
+    astages = {s.file: s for s in after.config.stages}
+    for file in sorted(set(bstages) | set(astages)):
+        b, a = bstages.get(file), astages.get(file)
+        if b is None or a is None:
+            out.append(ValueChange(where=file, field="(stage)", before="present" if b else "(absent)", after="present" if a else "(absent)"))
+            continue
+        for key in COMPILE_FIELDS:
+            bv = b.values.get(key, "(unset)")
+            av = a.values.get(key, "(unset)")
+            if bv != av:
+                out.append(ValueChange(where=file, field=key, before=bv, after=av))
+    return out
+
+
+def remap(f: Finding, recipe_map: dict[str, str], path_map: dict[str, str]) -> Finding:
+    """A base-side finding as it would be named on the head side (renames)."""
+    update = {}
+    if f.recipe and f.recipe in recipe_map:
+        update["recipe"] = recipe_map[f.recipe]
+    if f.file in path_map:
+        update["file"] = path_map[f.file]
+    return f.model_copy(update=update) if update else f
+
+
+def split_findings(
+    base: list[Finding],
+    head: list[Finding],
+    recipe_map: dict[str, str],
+    path_map: dict[str, str],
+    changed_lines: dict[str, set[int]],
+) -> tuple[list[DiffFinding], list[DiffFinding], list[DiffFinding]]:
+    """(new, fixed, unchanged), matched by fingerprint as a multiset."""
+    pool = Counter(remap(f, recipe_map, path_map).fingerprint for f in base)
+    new, unchanged = [], []
+    for f in head:
+        lines = changed_lines.get(f.file, ())
+        on = f.line in lines
+        near = on or any(abs(f.line - n) <= NEAR for n in lines)
+        df = DiffFinding(**f.model_dump(), side="head", on_changed_line=on, near_change=near)
+        if pool[f.fingerprint] > 0:
+            pool[f.fingerprint] -= 1
+            unchanged.append(df)
+        else:
+            new.append(df)
+    head_pool = Counter(f.fingerprint for f in head)
+    fixed = []
+    for f in base:
+        fp = remap(f, recipe_map, path_map).fingerprint
+        if head_pool[fp] > 0:
+            head_pool[fp] -= 1
+        else:
+            fixed.append(DiffFinding(**f.model_dump(), side="base", on_changed_line=False))
+
+    def key(f: DiffFinding):
+        return (not f.on_changed_line, not f.near_change, SEVERITY_ORDER.get(f.severity, 9), f.file, f.line, f.rule)
+
+    return sorted(new, key=key), sorted(fixed, key=key), sorted(unchanged, key=key)
+
+
+def kit_changes(before: list, after: list, path_map: dict[str, str]) -> list[str]:
+    """Differences between the kits' `apply_model_compile` facts (KitFacts) of two sides."""
+    out: list[str] = []
+    b = {(path_map.get(k.file, k.file), k.class_name): k for k in before}
+    a = {(k.file, k.class_name): k for k in after}
+    for key in sorted(set(b) | set(a)):
+        kb, ka = b.get(key), a.get(key)
+        where = f"{key[1]}.apply_model_compile ({key[0]})"
+        if kb is None:
+            out.append(f"{where} added ({'in place' if ka.in_place else 'NOT in place'})")
+        elif ka is None:
+            out.append(f"{where} removed")
+        else:
+            if kb.in_place != ka.in_place:
+                out.append(f"{where}: {'in place' if kb.in_place else 'not in place'} -> {'in place' if ka.in_place else 'not in place'}")
+            if sorted(kb.disables) != sorted(ka.disables):
+                out.append(f"{where}: compiler.disable regions {sorted(kb.disables) or 'none'} -> {sorted(ka.disables) or 'none'}")
+    return out

@@ -1,0 +1,111 @@
+"""The JSON contract of `model-compile diff` (pydantic, stable field names)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from model_compile.findings.models import Finding
+
+FileKind = Literal["engine", "schema", "config", "model", "docs", "tests", "other", "kit", "skill", "shared"]
+FileChange = Literal["added", "modified", "deleted", "renamed"]
+RecipeStatus = Literal["added", "deleted", "renamed", "modified", "kit"]
+
+
+class Revision(BaseModel):
+    rev: str = Field(description="the revision as given or chosen ('working tree' for uncommitted files)")
+    commit: str | None = Field(default=None, description="full commit id; null for the working tree")
+
+
+class ChangedFile(BaseModel):
+    path: str = Field(description="head-side path (base-side path for a deleted file)")
+    old_path: str | None = Field(default=None, description="base-side path of a renamed file")
+    change: FileChange
+    kind: FileKind
+    recipe: str | None = None
+    old_recipe: str | None = Field(default=None, exclude=True)
+    binary: bool = False
+    lines: list[int] = Field(default_factory=list, exclude=True, description="head-side changed lines")
+
+
+class EventView(BaseModel):
+    """One ledger event, as compared."""
+
+    kind: str
+    line: int
+    call: str
+    target: str | None = None
+    condition: list[str] = Field(default_factory=list)
+    file: str | None = None
+
+
+class LedgerView(BaseModel):
+    engine_class: str
+    file: str
+    events: list[EventView] = Field(default_factory=list)
+
+
+class ValueChange(BaseModel):
+    """One config value: where (schema default or a stage file), which field, before -> after."""
+
+    where: str = Field(description="'schema' or the stage YAML path")
+    field: str
+    before: Any = None
+    after: Any = None
+
+
+class Side(BaseModel):
+    compile_path: str = "none"
+    compiled_target: list[str] = Field(default_factory=list)
+    placement: str = ""
+    ledger: list[LedgerView] = Field(default_factory=list)
+
+
+class RecipeDiff(BaseModel):
+    name: str = Field(description="head-side name (base-side for a deleted recipe)")
+    old_name: str | None = Field(default=None, description="base-side name of a renamed recipe")
+    status: RecipeStatus = Field(description="'kit': untouched itself, affected by a change of the shared kit")
+    files: list[ChangedFile] = Field(default_factory=list)
+    touches: list[str] = Field(default_factory=list, description="kinds of files changed, e.g. engine, config")
+    before: Side | None = None
+    after: Side | None = None
+    ledger_changes: list[str] = Field(default_factory=list, description="compile added/removed/moved/... in words")
+    config_changes: list[ValueChange] = Field(default_factory=list)
+    new: int = 0
+    fixed: int = 0
+    unchanged: int = 0
+
+
+class DiffFinding(Finding):
+    """A finding with where it sits relative to the change."""
+
+    side: Literal["head", "base"] = Field(description="file and line are of this side (head, except for fixed)")
+    on_changed_line: bool = Field(default=False, description="its head-side line was added or changed")
+    near_change: bool = Field(
+        default=False, description=f"within {3} lines of a changed line (e.g. a moved neighbour made it wrong)"
+    )
+
+
+class DiffReport(BaseModel):
+    tool: str = "model-compile"
+    version: str
+    command: str = "diff"
+    repo: str
+    base: Revision
+    head: Revision
+    kit_changed: bool = False
+    kit_files: list[str] = Field(default_factory=list)
+    kit_changes: list[str] = Field(
+        default_factory=list, description="what changed in apply_model_compile (in place, disabled regions, where)"
+    )
+    shared_files: list[ChangedFile] = Field(
+        default_factory=list, description="changed files outside any recipe (kit included)"
+    )
+    recipes: list[RecipeDiff] = Field(default_factory=list)
+    new: list[DiffFinding] = Field(default_factory=list)
+    fixed: list[DiffFinding] = Field(default_factory=list)
+    unchanged: list[DiffFinding] = Field(default_factory=list)
+    unchanged_count: int = 0
+    notes: list[str] = Field(default_factory=list)
+    exit_code: int = Field(default=0, description="1 when the change introduces an error finding")

@@ -1,0 +1,133 @@
+"""Text and Markdown views of a DiffReport (JSON comes straight from pydantic)."""
+
+from __future__ import annotations
+
+from model_compile.review.compare import _placement
+from model_compile.review.models import DiffFinding, DiffReport, RecipeDiff
+
+MAX_LIST = 50  # bounded output: at most this many findings per section
+
+
+def _rev(r) -> str:
+    return r.rev if r.commit is None or r.rev.startswith(r.commit[:7]) else f"{r.rev} ({r.commit[:12]})"
+
+
+def _finding(f: DiffFinding) -> str:
+    mark = "*" if f.on_changed_line else "~" if f.near_change else " "
+    where = f"{f.file}:{f.line}"
+    return f"{mark} {f.severity:<7} {f.rule} {where}  {f.message}"
+
+
+def _recipe_lines(d: RecipeDiff) -> list[str]:
+    title = d.name if d.status != "renamed" else f"{d.old_name} -> {d.name}"
+    label = {"kit": "affected by the kit change"}.get(d.status, d.status)
+    out = [f"recipe {title} [{label}]" + (f" touches: {', '.join(d.touches)}" if d.touches else "")]
+    for f in d.files:
+        src = f" (from {f.old_path})" if f.old_path else ""
+        out.append(f"    {f.change:<8} {f.kind:<7} {f.path}{src}{' [binary]' if f.binary else ''}")
+    b, a = d.before, d.after
+    if b and a and (b.compile_path != a.compile_path or _placement(b.placement) != _placement(a.placement)):
+        path = a.compile_path if a.compile_path == b.compile_path else f"{b.compile_path} -> {a.compile_path}"
+        out.append(f"  compile: {path}")
+        if b.placement or a.placement:
+            out.append(f"    before: {b.placement or '-'}")
+            out.append(f"    after:  {a.placement or '-'}")
+    elif a:
+        out.append(f"  compile: {a.compile_path}" + (f"; {a.placement}" if a.placement else ""))
+    elif b:
+        out.append(f"  compile (before): {b.compile_path}")
+    for c in d.ledger_changes:
+        out.append(f"  - {c}")
+    for c in d.config_changes:
+        out.append(f"  - config {c.where} {c.field}: {c.before!r} -> {c.after!r}")
+    out.append(f"  findings: {d.new} new, {d.fixed} fixed, {d.unchanged} unchanged")
+    return out
+
+
+def render_text(report: DiffReport, all_findings: bool = False) -> str:
+    lines = [f"model-compile diff {_rev(report.base)} .. {_rev(report.head)}"]
+    for n in report.notes:
+        lines.append(f"note: {n}")
+    if report.kit_changed:
+        lines.append(f"shared kit changed: {', '.join(report.kit_files)} (every kit recipe is affected)")
+    for c in report.kit_changes:
+        lines.append(f"  - {c}")
+    other = [f for f in report.shared_files if f.kind != "kit"]
+    if other:
+        lines.append(f"shared files changed: {len(other)}" + "".join(f"\n    {f.change:<8} {f.path}" for f in other[:20]))
+    if not report.recipes:
+        lines.append("no recipe touched")
+    for d in report.recipes:
+        lines.append("")
+        lines.extend(_recipe_lines(d))
+    sections = [("new", report.new), ("fixed", report.fixed)]
+    if all_findings:
+        sections.append(("unchanged", report.unchanged))
+    for title, items in sections:
+        lines.append("")
+        lines.append(f"{title} findings: {len(items)}" + ("  (* on a changed line, ~ near one)" if title == "new" and items else ""))
+        for f in items[:MAX_LIST]:
+            lines.append("  " + _finding(f))
+        if len(items) > MAX_LIST:
+            lines.append(f"  ... {len(items) - MAX_LIST} more (use --format json)")
+    if not all_findings:
+        lines.append(f"unchanged findings: {report.unchanged_count} (--all-findings lists them)")
+    lines.append("")
+    lines.append("result: " + ("the change introduces error findings" if report.exit_code else "no new error finding"))
+    return "\n".join(lines) + "\n"
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
+    out = [f"## model-compile diff `{_rev(report.base)}` .. `{_rev(report.head)}`", ""]
+    verdict = ":x: introduces error findings" if report.exit_code else ":white_check_mark: no new error finding"
+    out.append(f"**{verdict}** - {len(report.new)} new, {len(report.fixed)} fixed, {report.unchanged_count} unchanged")
+    out.append("")
+    if report.kit_changed:
+        out.append(f"Shared kit changed (`{'`, `'.join(report.kit_files)}`): every kit recipe is affected.")
+        for c in report.kit_changes:
+            out.append(f"- {_md_escape(c)}")
+        out.append("")
+    if report.recipes:
+        out.append("| recipe | status | touches | compile path | new | fixed |")
+        out.append("|---|---|---|---|---|---|")
+        for d in report.recipes:
+            b = d.before.compile_path if d.before else "-"
+            a = d.after.compile_path if d.after else "-"
+            path = a if a == b else f"{b} -> {a}"
+            name = d.name if d.status != "renamed" else f"{d.old_name} -> {d.name}"
+            out.append(f"| `{name}` | {d.status} | {', '.join(d.touches)} | {path} | {d.new} | {d.fixed} |")
+        out.append("")
+        for d in report.recipes:
+            if d.ledger_changes or d.config_changes:
+                out.append(f"### `{d.name}`")
+                for c in d.ledger_changes:
+                    out.append(f"- {_md_escape(c)}")
+                for c in d.config_changes:
+                    out.append(f"- config `{c.where}` `{c.field}`: `{c.before!r}` -> `{c.after!r}`")
+                out.append("")
+    else:
+        out.append("No recipe touched.")
+        out.append("")
+    sections = [("New findings", report.new), ("Fixed findings", report.fixed)]
+    if all_findings:
+        sections.append(("Unchanged findings", report.unchanged))
+    for title, items in sections:
+        if not items:
+            continue
+        out.append(f"### {title}")
+        out.append("| severity | rule | where | changed line | message |")
+        out.append("|---|---|---|---|---|")
+        for f in items[:MAX_LIST]:
+            out.append(
+                f"| {f.severity} | {f.rule} | `{f.file}:{f.line}` | {'yes' if f.on_changed_line else 'near' if f.near_change else ''} | {_md_escape(f.message)} |"
+            )
+        if len(items) > MAX_LIST:
+            out.append(f"\n{len(items) - MAX_LIST} more in `--format json`.")
+        out.append("")
+    for n in report.notes:
+        out.append(f"> {n}")
+    return "\n".join(out).rstrip() + "\n"
