@@ -139,3 +139,26 @@ def test_junit_parsing(tmp_path):
     assert counts.messages[0].startswith("t.bad: AssertionError: budget")
     assert counts.skip_reasons == ["t.skip: needs a GPU"]
     assert parse_junit(tmp_path / "absent.xml") is None
+
+
+def test_trace_summary_and_missing_tlparse(tmp_path, monkeypatch):
+    from model_compile.hard import trace
+
+    assert "no trace log" in trace.summarise(tmp_path / "none", tmp_path / "o").note
+    tdir = tmp_path / "trace"
+    tdir.mkdir()
+    (tdir / "dedicated_log_torch_trace_rank_0_x.log").write_text("{}\n")
+    monkeypatch.setattr(trace, "find_tlparse", lambda: None)
+    summary = trace.summarise(tdir, tmp_path / "o")
+    assert summary.log.endswith(".log") and "tlparse not installed" in summary.note
+    out = tmp_path / "tl"
+    (out / "-_0_1_0").mkdir(parents=True)
+    (out / "-_0_1_0" / "recompile_reasons_9.json").write_text("0/0: tensor 'x' size mismatch\n")
+    (out / "compile_directory.json").write_text(json.dumps({
+        "[0/0]": {"artifacts": [{"name": "dynamo_output_graph_1.txt", "url": "a"}, {"name": "dynamo_graph_break_reason_2", "url": "b"}]},
+        "[0/1]": {"artifacts": [{"name": "dynamo_output_graph_5.txt", "url": "c"}, {"name": "recompile_reasons_9.json", "url": "-_0_1_0/recompile_reasons_9.json"}]},
+    }))
+    filled = trace.TraceSummary()
+    trace._fill_counts(filled, out)
+    assert (filled.compiles, filled.graph_breaks) == (2, 1)
+    assert filled.recompile_reasons == ["[0/1]: 0/0: tensor 'x' size mismatch"]
