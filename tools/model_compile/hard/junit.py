@@ -8,9 +8,10 @@ from pathlib import Path
 from model_compile.hard.models import TestCounts
 
 
-def _first_lines(text: str | None, n: int = 6) -> str:
+def _last_lines(text: str | None, n: int = 30) -> str:
+    """The end of a traceback: where the assertion message is."""
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return "\n".join(lines[:n])
+    return "\n".join(lines[-n:])
 
 
 def parse_junit(path: Path) -> TestCounts | None:
@@ -36,7 +37,7 @@ def parse_junit(path: Path) -> TestCounts | None:
                     counts.errors += 1
                 counts.failed_tests.append(name)
                 message = node.get("message") or ""
-                detail = _first_lines(node.text, 40)
+                detail = _last_lines(node.text)
                 counts.messages.append(f"{name}: {message}\n{detail}".strip())
             elif skipped is not None:
                 counts.skipped += 1

@@ -40,13 +40,13 @@ def plan(recipe_root: Path, config_name: str | None, world_size: int | None, ove
             "structure",
             Path("tests/test_structure.py"),
             common,
-            generate_hint=f"model-compile generate {repo} --recipe {recipe} --tests",
+            generate_hint=f"model-compile generate {recipe_root}",
         ),
         LayerSpec(
             "smoke",
             Path("tests/test_smoke.py"),
             smoke,
-            generate_hint=f"model-compile generate {repo} --recipe {recipe} --tests",
+            generate_hint=f"model-compile generate {recipe_root}",
         ),
     ]
     impact = sorted((recipe_root / SKILL_DIR).glob("test_*.py"))
@@ -58,7 +58,7 @@ def plan(recipe_root: Path, config_name: str | None, world_size: int | None, ove
                 "impact",
                 SKILL_DIR / "test_compile_parity.py",
                 required=False,
-                generate_hint=f"model-compile generate {repo} --recipe {recipe} --tests",
+                generate_hint=f"model-compile generate {recipe_root}",
             )
         )
     return specs

@@ -66,9 +66,13 @@ def _fill_counts(summary: TraceSummary, out_dir: Path) -> None:
         for artifact in entry.get("artifacts", []):
             if artifact.get("name", "").startswith("recompile_reasons") and artifact.get("url"):
                 try:
-                    items = json.loads((out_dir / artifact["url"]).read_text())
-                except (OSError, ValueError):
+                    raw = (out_dir / artifact["url"]).read_text()
+                except OSError:
                     continue
+                try:
+                    items = json.loads(raw)
+                except ValueError:  # some tlparse versions write the reasons as plain text
+                    items = [ln for ln in raw.splitlines() if ln.strip()]
                 for item in items if isinstance(items, list) else [items]:
                     reasons.append(f"{compile_id}: {str(item).strip()[:300]}")
     summary.compiles = compiles

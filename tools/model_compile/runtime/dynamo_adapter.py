@@ -154,7 +154,8 @@ class _LimitHandler(logging.Handler):
         except Exception:  # noqa: BLE001 - a logging handler must never raise
             return
         if any(m in msg for m in _LIMIT_MARKERS):
-            self.messages.append(msg.strip().splitlines()[0] + " | " + " ".join(msg.strip().splitlines()[1:3]).strip())
+            lines = msg.strip().splitlines()
+            self.messages.append(" ".join(" ".join(lines[:3]).split())[:300])
 
 
 def _code_label(code: Any) -> str:

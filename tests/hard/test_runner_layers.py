@@ -1,0 +1,164 @@
+"""The hard runner on small fixture repos (no torch needed: fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from model_compile.cli import main
+from model_compile.discover.tree import InputError
+from model_compile.hard.junit import parse_junit
+from model_compile.hard.runner import validate_hard
+
+REPO = Path(__file__).parent / "fixtures" / "repo"
+RECIPES = REPO / "recipes"
+
+
+def statuses(report):
+    return [(layer.name, layer.status) for layer in report.layers]
+
+
+def test_all_layers_pass_in_order_and_record_commands(tmp_path):
+    report = validate_hard(RECIPES / "ok", overrides=["train.lr=0.5"], world_size=2, out=tmp_path)
+    assert [n for n, _ in statuses(report)] == ["soft", "structure", "smoke", "impact:test_impact.py"]
+    assert all(s in ("passed", "unavailable") for _, s in statuses(report)), statuses(report)
+    assert report.verdict == "passed" and report.exit_code == 0
+    smoke = report.layers[2]
+    assert smoke.command == (
+        "python -m pytest recipes/ok/tests/test_smoke.py -q --world-size 2 "
+        "--config-override model.compile.enabled=true --config-override train.lr=0.5"
+    )
+    assert smoke.cwd == str(REPO.resolve())
+    assert smoke.counts.tests == 1 and smoke.counts.passed == 1
+    impact = report.layers[3]
+    assert (impact.counts.tests, impact.counts.passed, impact.counts.skipped) == (2, 1, 1)
+    # the runtime JSON the smoke wrote comes back, labelled
+    assert report.runtime["overrides"] == ["model.compile.enabled=true", "train.lr=0.5"]
+    assert report.runtime["label"] == report.environment.label
+    assert report.environment.cpu_only and report.environment.label == "cpu-only"
+    assert "runtime compile validation" not in report.kind
+    assert all(layer.label in ("static", "cpu-only") for layer in report.layers)
+
+
+def test_stops_at_first_failure(tmp_path):
+    report = validate_hard(RECIPES / "structfail", out=tmp_path)
+    assert statuses(report)[-1] == ("structure", "failed")
+    assert "smoke" not in [n for n, _ in statuses(report)]
+    assert "config has no model.compile section" in report.layers[-1].reason
+    assert report.verdict == "failed" and report.exit_code == 1
+
+
+def test_soft_errors_stop_before_any_test(tmp_path):
+    report = validate_hard(RECIPES / "softfail", out=tmp_path)
+    soft = report.layers[0]
+    if soft.status == "unavailable":
+        pytest.skip("static analysis not merged yet")
+    assert statuses(report) == [("soft", "failed")]
+    assert soft.findings and all(f["severity"] == "error" for f in soft.findings)
+    assert report.exit_code == 1
+
+
+def test_timeout_kills_the_process_group(tmp_path, monkeypatch):
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("FIXTURE_PID_FILE", str(pid_file))
+    start = time.monotonic()
+    report = validate_hard(RECIPES / "sleepy", timeout_s=8, out=tmp_path / "out")
+    assert time.monotonic() - start < 60
+    smoke = report.layers[-1]
+    assert (smoke.name, smoke.status) == ("smoke", "timeout")
+    assert "killed" in smoke.reason and report.exit_code == 1
+    child = int(pid_file.read_text())
+    for _ in range(50):  # the grandchild must be gone (killed and reaped by init)
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"grandchild {child} survived the timeout")
+
+
+def test_smoke_that_refuses_cpu_is_not_run_with_command(tmp_path):
+    report = validate_hard(RECIPES / "needs_gpu", out=tmp_path)
+    smoke = next(layer for layer in report.layers if layer.name == "smoke")
+    assert smoke.status == "not-run"
+    assert "needs an accelerator" in smoke.reason and "require GPUs/NPUs" in smoke.reason
+    assert "python -m pytest recipes/needs_gpu/tests/test_smoke.py" in smoke.next_step
+    assert "--config-override model.compile.enabled=true" in smoke.next_step
+    assert report.layers[-1].status == "passed"  # the impact layer still ran
+    assert report.verdict == "incomplete" and report.exit_code == 0
+
+
+def test_missing_smoke_names_the_generate_command(tmp_path):
+    report = validate_hard(RECIPES / "nosmoke", out=tmp_path)
+    smoke = report.layers[-1]
+    assert (smoke.name, smoke.status) == ("smoke", "missing")
+    assert smoke.next_step.startswith("model-compile generate ")
+    assert report.exit_code == 1
+
+
+def test_input_errors(tmp_path):
+    with pytest.raises(InputError):
+        validate_hard(tmp_path / "nope")
+    with pytest.raises(InputError, match="one recipe"):
+        validate_hard(REPO)
+    with pytest.raises(InputError):
+        validate_hard(RECIPES / "ok", overrides=["no-equals-sign"])
+    assert main(["validate", "--hard", str(tmp_path / "nope")]) == 2
+
+
+def test_cli_json_and_markdown(tmp_path, capsys):
+    rc = main(["validate", "--hard", str(REPO), "--recipe", "ok", "--format", "json", "--out", str(tmp_path)])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert {"tool", "version", "recipe", "environment", "layers", "runtime", "verdict"} <= set(data)
+    assert data["recipe"] == "ok" and data["verdict"] == "passed"
+    assert (tmp_path / "report.json").is_file()
+    rc = main(["validate", "--hard", str(RECIPES / "ok"), "--format", "markdown", "--out", str(tmp_path / "md")])
+    text = capsys.readouterr().out
+    assert rc == 0 and "| smoke | passed | cpu-only |" in text and "runtime compile validation" not in text
+
+
+def test_junit_parsing(tmp_path):
+    xml = tmp_path / "j.xml"
+    xml.write_text(
+        """<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="4" failures="1" errors="1" skipped="1">
+        <testcase classname="t" name="ok"/>
+        <testcase classname="t" name="bad"><failure message="AssertionError: budget">trace line</failure></testcase>
+        <testcase classname="t" name="err"><error message="fixture boom"/></testcase>
+        <testcase classname="t" name="skip"><skipped message="needs a GPU"/></testcase>
+        </testsuite></testsuites>"""
+    )
+    counts = parse_junit(xml)
+    assert (counts.tests, counts.passed, counts.failures, counts.errors, counts.skipped) == (4, 1, 1, 1, 1)
+    assert counts.failed_tests == ["t.bad", "t.err"]
+    assert counts.messages[0].startswith("t.bad: AssertionError: budget")
+    assert counts.skip_reasons == ["t.skip: needs a GPU"]
+    assert parse_junit(tmp_path / "absent.xml") is None
+
+
+def test_trace_summary_and_missing_tlparse(tmp_path, monkeypatch):
+    from model_compile.hard import trace
+
+    assert "no trace log" in trace.summarise(tmp_path / "none", tmp_path / "o").note
+    tdir = tmp_path / "trace"
+    tdir.mkdir()
+    (tdir / "dedicated_log_torch_trace_rank_0_x.log").write_text("{}\n")
+    monkeypatch.setattr(trace, "find_tlparse", lambda: None)
+    summary = trace.summarise(tdir, tmp_path / "o")
+    assert summary.log.endswith(".log") and "tlparse not installed" in summary.note
+    out = tmp_path / "tl"
+    (out / "-_0_1_0").mkdir(parents=True)
+    (out / "-_0_1_0" / "recompile_reasons_9.json").write_text("0/0: tensor 'x' size mismatch\n")
+    (out / "compile_directory.json").write_text(json.dumps({
+        "[0/0]": {"artifacts": [{"name": "dynamo_output_graph_1.txt", "url": "a"}, {"name": "dynamo_graph_break_reason_2", "url": "b"}]},
+        "[0/1]": {"artifacts": [{"name": "dynamo_output_graph_5.txt", "url": "c"}, {"name": "recompile_reasons_9.json", "url": "-_0_1_0/recompile_reasons_9.json"}]},
+    }))
+    filled = trace.TraceSummary()
+    trace._fill_counts(filled, out)
+    assert (filled.compiles, filled.graph_breaks) == (2, 1)
+    assert filled.recompile_reasons == ["[0/1]: 0/0: tensor 'x' size mismatch"]
