@@ -118,3 +118,32 @@ def test_depth_limit_is_noted():
     files[key] = files[key] + "\n" + engine_extra
     ledger = analyze_tree(MemoryTree(files)).recipes[0].ledger[0]
     assert any("depth limit" in n for n in ledger.notes)
+
+
+def test_multiline_doc_comment_and_readme_kind_priority():
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "if self.config.model.compile.enabled:\n"
+        "    # model-compile: regional - the repeated blocks are the hot path; compiling\n"
+        "    # them one by one avoids the data-dependent code around them, which\n"
+        "    # otherwise breaks graphs on every image size.\n"
+        "    for layer in model.model.language_model.layers:\n"
+        "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+        "    for block in model.model.visual.blocks:\n"
+        "        block.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+        "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    )
+    readme = "# r\n\n## Compile\n\nRegional compile: the code between blocks has graph breaks on every image size.\n"
+    files = example_files(Example(body=body, readme=readme))
+    recipe = analyze_tree(MemoryTree(files)).recipes[0]
+    assert recipe.compile_path == "fallback:regional"
+    assert not [f for f in recipe.findings if f.severity != "info"]
+    # Without the README the comment still covers both loops: its own lines do not
+    # count towards the three lines above the code.
+    recipe = analyze_tree(MemoryTree(example_files(Example(body=body)))).recipes[0]
+    assert recipe.compile_path == "fallback:regional"
+    assert "MC101" not in {f.rule for f in recipe.findings}
+    # Four code lines away, it no longer does.
+    far = body.replace("    for layer in", "    x = 1\n    y = 2\n    z = 3\n    w = 4\n    for layer in")
+    recipe = analyze_tree(MemoryTree(example_files(Example(body=far)))).recipes[0]
+    assert "MC101" in {f.rule for f in recipe.findings}

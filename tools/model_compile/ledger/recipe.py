@@ -11,7 +11,13 @@ from model_compile.discover.tree import SourceTree, read_text
 from model_compile.findings.models import ConfigFacts, KitFacts, SchemaFacts, StageFacts
 from model_compile.ledger.builder import Callable_, LedgerBuilder
 from model_compile.ledger.models import Documentation, Ledger
-from model_compile.parse.documentation import comment_docs, readme_docs, yaml_comments
+from model_compile.parse.documentation import (
+    comment_docs,
+    comment_only_lines,
+    documented_at,
+    readme_docs,
+    yaml_comments,
+)
 from model_compile.parse.python import ParseFailure, PyModule, dotted, parse_module
 from model_compile.parse.schema import schema_facts
 from model_compile.parse.stages import stage_facts
@@ -41,9 +47,23 @@ class RecipeContext:
     readme: str | None = None
     repo: RepoFacts = field(default_factory=RepoFacts)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    _comment_lines: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
 
     def doc(self, kind: str) -> list[Documentation]:
         return [d for d in self.docs if d.kind == kind]
+
+    def documented(self, kind: str, path: str | None, line: int | None) -> Documentation | None:
+        """The `# model-compile: <kind>` comment covering `path:line`, if any."""
+        if not path or not line:
+            return None
+        if path not in self._comment_lines:
+            mod = self.modules.get(path)
+            text = mod.text if mod else self.stage_texts.get(path, "")
+            self._comment_lines[path] = comment_only_lines(text)
+        return documented_at(self.docs, kind, path, line, self._comment_lines[path])
+
+    def readme_documents(self, kind: str) -> bool:
+        return any(d.source == "readme" and d.kind == kind for d in self.docs)
 
 
 def _resolver(ctx: RecipeContext):

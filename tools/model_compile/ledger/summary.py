@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from model_compile.ledger.models import Documentation, Event
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.parse.documentation import documented_at
 
 FALLBACK_KINDS = ("submodule", "graph-break", "post-wrap", "regional")
+# Most specific first: a regional compile's README also talks about graph breaks.
+SHAPE_PRIORITY = ("regional", "post-wrap", "submodule", "graph-break")
 
 
 def is_direct(event: Event) -> bool:
@@ -16,15 +17,17 @@ def is_direct(event: Event) -> bool:
 
 def fallback_doc(ctx: RecipeContext, event: Event) -> Documentation | None:
     """The documentation that covers a direct compile: a comment at it, else the README."""
-    for kind in FALLBACK_KINDS:
-        doc = documented_at(ctx.docs, kind, event.file, event.line)
+    for kind in SHAPE_PRIORITY:
+        doc = ctx.documented(kind, event.file, event.line)
         if doc is not None:
             return doc
     shapes = code_shapes(ctx, event)
     readme = [d for d in ctx.docs if d.source == "readme" and d.kind in FALLBACK_KINDS]
-    for d in readme:
-        if d.kind in shapes:
-            return d
+    # Prefer the kind the code implements; a README names several words.
+    for kind in SHAPE_PRIORITY:
+        for d in readme:
+            if d.kind == kind and kind in shapes:
+                return d
     return readme[0] if readme else None
 
 
@@ -44,8 +47,6 @@ def code_shapes(ctx: RecipeContext, event: Event) -> set[str]:
             shapes.add("post-wrap")
         if any(e.kind == "graph_break" for e in ledger.events):
             shapes.add("graph-break")
-    if any(doc for doc in ctx.docs if doc.kind == "graph-break"):
-        shapes.add("graph-break")
     return shapes
 
 

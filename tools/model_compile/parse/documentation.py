@@ -74,12 +74,30 @@ def yaml_comments(text: str) -> dict[int, str]:
     return out
 
 
-def documented_at(docs: list[Documentation], kind: str, path: str, line: int) -> Documentation | None:
-    """A comment of `kind` on `line` or within the three lines above it."""
+def documented_at(
+    docs: list[Documentation], kind: str, path: str, line: int, comment_only: frozenset[int] | set[int] = frozenset()
+) -> Documentation | None:
+    """A comment of `kind` on `line` or within the three lines above it.
+
+    Lines that hold only a comment do not count towards the three, so a
+    multi-line note directly above the code still documents it.
+    """
+    low, budget = line, 3
+    while budget > 0 and low > 1:
+        low -= 1
+        if low not in comment_only:
+            budget -= 1
+    while low - 1 in comment_only:
+        low -= 1
     for d in docs:
-        if d.source == "comment" and d.kind == kind and d.file == path and line - 3 <= d.line <= line:
+        if d.source == "comment" and d.kind == kind and d.file == path and low <= d.line <= line:
             return d
     return None
+
+
+def comment_only_lines(text: str) -> frozenset[int]:
+    """Line numbers holding nothing but a comment (Python or YAML)."""
+    return frozenset(i for i, raw in enumerate(text.splitlines(), 1) if raw.lstrip().startswith("#"))
 
 
 def readme_docs(text: str, path: str) -> list[Documentation]:

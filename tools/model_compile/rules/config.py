@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from model_compile.parse.documentation import documented_at
 from model_compile.rules.base import Example, Rule, compile_events, gate_state
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE
 
@@ -116,14 +115,14 @@ class EnabledWithoutIntent(Rule):
             return
         schema = ctx.config.schema_
         enabled = schema.fields.get("enabled")
-        if enabled and enabled.default is True and not documented_at(ctx.docs, "enabled", schema.file or "", enabled.line or 0):
+        if enabled and enabled.default is True and not ctx.documented("enabled", schema.file or "", enabled.line or 0):
             overridden = [s.name for s in ctx.config.stages if s.values.get("enabled") is False]
             extra = f" (every stage sets false: {', '.join(overridden)})" if overridden and len(overridden) == len(ctx.config.stages) else ""
             yield self.finding(ctx, schema.file, enabled.line or 1, f"schema default enables compile{extra}; is that intended?")
         for stage in ctx.config.stages:
             if stage.values.get("enabled") is True:
                 line = stage.lines.get("enabled", 1)
-                if not documented_at(ctx.docs, "enabled", stage.file, line):
+                if not ctx.documented("enabled", stage.file, line):
                     yield self.finding(ctx, stage.file, line, f"stage {stage.name} enables compile without a documented reason")
 
 

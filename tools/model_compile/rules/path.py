@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 
 from model_compile.ledger.summary import FALLBACK_KINDS, code_shapes, fallback_doc, is_direct
-from model_compile.parse.documentation import documented_at
 from model_compile.rules.base import Example, Rule, compile_events
 from model_compile.rules.scaffold import CANONICAL_BODY
 
@@ -124,10 +123,10 @@ class UndocumentedGraphBreak(Rule):
                             line = dec.lineno
                 if line is None:
                     continue
-                if documented_at(ctx.docs, "graph-break", path, line):
+                if ctx.documented("graph-break", path, line):
                     continue
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    if documented_at(ctx.docs, "graph-break", path, node.lineno):
+                    if ctx.documented("graph-break", path, node.lineno):
                         continue
                 yield self.finding(ctx, path, line, f"graph-break region `{mod.line(line)}` has no documented reason")
 
@@ -213,7 +212,7 @@ class FallbackKindMismatch(Rule):
             if not is_direct(event):
                 continue
             for kind in FALLBACK_KINDS:
-                doc = documented_at(ctx.docs, kind, event.file, event.line)
+                doc = ctx.documented(kind, event.file, event.line)
                 if doc is None:
                     continue
                 shapes = code_shapes(ctx, event)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
-from model_compile.parse.documentation import documented_at
 from model_compile.rules.base import Example, Rule, compile_events, exclusive, same_model
 from model_compile.rules.path import KIT_CALL
 from model_compile.rules.scaffold import CANONICAL_BODY
@@ -163,7 +162,7 @@ class CompileAfterWrap(Rule):
             wraps = [w for w in events[:idx] if w.kind == "wrap" and w.reachable and not exclusive(w, c)]
             if not wraps:
                 continue
-            if documented_at(ctx.docs, "post-wrap", c.file, c.line) or any(
+            if ctx.documented("post-wrap", c.file, c.line) or any(
                 d.source == "readme" and d.kind == "post-wrap" for d in ctx.docs
             ):
                 continue
