@@ -11,6 +11,7 @@ for byte (LibCST is lossless).
 
 from __future__ import annotations
 
+import keyword
 import re
 import sys
 from dataclasses import dataclass, field
@@ -113,6 +114,8 @@ class _Where:
     wrap: Event | None  # the wrap the block goes before (after, for post-wrap)
     wrap_note: str | None  # why no wrap was chosen although the ledger has one
     model_var: str
+    early_wrap: Event | None = None  # a wrap that comes before the last build/freeze ... step
+    last_step: Event | None = None  # that last step
 
     @classmethod
     def of(cls, ledger: Ledger, fn: cst.FunctionDef, pos: Positions, filename: str, recipe_rel: str = "") -> "_Where":
@@ -122,7 +125,7 @@ class _Where:
         after = pre[-1] if pre else -1
         wraps = [e for e in ledger.events[after + 1 :] if e.kind == "wrap" and e.reachable]
         wrap = wraps[0] if wraps else None
-        note = None
+        note = early = None
         if wrap is None:
             early = next((e for e in ledger.events if e.kind == "wrap" and e.reachable), None)
             if early is not None:
@@ -137,6 +140,8 @@ class _Where:
             wrap=wrap,
             wrap_note=note,
             model_var=_model_var(ledger, wrap, [ledger.events[i] for i in pre], fn, pos),
+            early_wrap=early,
+            last_step=ledger.events[after] if pre else None,
         )
 
     def anchor_index(self, body, pos: Positions) -> int | None:
@@ -144,6 +149,14 @@ class _Where:
         if self.wrap is None or self.wrap.anchor_line is None:
             return None
         return _index_at(body, self.wrap.anchor_line, pos)
+
+    def post_wrap_index(self, body, pos: Positions) -> int | None:
+        """Where a post-wrap compile follows: the wrap, or the last step when that runs after the wrap."""
+        if self.wrap is not None:
+            return self.anchor_index(body, pos)
+        if self.early_wrap is None or self.last_step is None or self.last_step.anchor_line is None:
+            return None
+        return _index_at(body, self.last_step.anchor_line, pos)
 
 
 def _refuse_helper_compiles(ledger: Ledger, filename: str, recipe_rel: str) -> None:
@@ -160,13 +173,18 @@ def _refuse_helper_compiles(ledger: Ledger, filename: str, recipe_rel: str) -> N
         )
 
 
+def _is_name(target: str | None) -> bool:
+    """A plain variable (not `self.model`, `each of ...`, nor a constant such as `False`)."""
+    return bool(target) and target.isidentifier() and not keyword.iskeyword(target)
+
+
 def _model_var(ledger: Ledger, wrap: Event | None, pre: list[Event], fn: cst.FunctionDef, pos: Positions) -> str:
     """The wrap's target, else the target of the last step before the compile, else `model`."""
-    if wrap is not None and wrap.target and wrap.target.isidentifier():
+    if wrap is not None and _is_name(wrap.target):
         return wrap.target
     body = list(fn.body.body)
     for e in reversed(pre):
-        if e.target and e.target.isidentifier():
+        if _is_name(e.target):
             return e.target
         if e.kind == "build" and e.anchor_line is not None:  # `model = build_model(...)`
             i = _index_at(body, e.anchor_line, pos)
@@ -327,8 +345,11 @@ def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "en
     _, fn = _find_method(cls, "prepare_model")
     pos = positions(module)
     where = _Where.of(_ledger_for(cls, ledgers, filename), fn, pos, filename, recipe_rel)
-    wi = where.anchor_index(list(fn.body.body), pos) if isinstance(fn.body, cst.IndentedBlock) else None
-    wrapped = _assigned_name(fn.body.body[wi]) if wi is not None else None
+    wrapped = None
+    wrap = where.wrap or where.early_wrap
+    if wrap is not None and wrap.anchor_line is not None and isinstance(fn.body, cst.IndentedBlock):
+        wi = _index_at(list(fn.body.body), wrap.anchor_line, pos)
+        wrapped = _assigned_name(fn.body.body[wi]) if wi is not None else None
     config_class = None
     for s in cls.body.body:
         if isinstance(s, cst.SimpleStatementLine):
@@ -458,7 +479,7 @@ def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init,
     name = cls.name.value
     where = _Where.of(ledger, fn, pos, filename, recipe_rel)
     original = list(fn.body.body)
-    anchor = where.anchor_index(original, pos)
+    anchor = where.post_wrap_index(original, pos) if path_kind == "post-wrap" else where.anchor_index(original, pos)
     strip = _Strip(where, pos, module, filename)
     body, origin = _strip_block(original, strip)
     if strip.removed:
@@ -471,8 +492,9 @@ def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init,
     block_stmts[0] = block_stmts[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
     if path_kind == "post-wrap":
         if wi is None:
-            why = f" after the last build/freeze step ({where.wrap_note})" if where.wrap_note else ""
-            raise InputError(f"{filename}: post-wrap needs a distributed wrap in prepare_model(){why}; none found")
+            raise InputError(f"{filename}: post-wrap needs a distributed wrap in prepare_model(); none found")
+        if where.wrap is None:  # the wrap comes before the last build/freeze step: compile after both
+            via = f" and the {where.last_step.kind} step after it"
         wrap = body[wi]
         ret = _return_of(wrap)
         if ret is not None and ret.value is not None:
@@ -496,7 +518,10 @@ def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init,
             last = body[-1] if body else None
             wi = len(body) - 1 if last is not None and _return_of(last) is not None else len(body)
             if where.wrap_note:
-                notes.append(f"{name}.prepare_model: {where.wrap_note}; block placed before the return")
+                notes.append(
+                    f"{name}.prepare_model: {where.wrap_note}; block placed before the return "
+                    "(move that step before the wrap, or use --path post-wrap)"
+                )
             else:
                 notes.append(f"{name}.prepare_model: no distributed wrap found; block placed before the return")
         else:
