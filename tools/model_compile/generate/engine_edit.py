@@ -108,7 +108,6 @@ def _helper_name(via: str) -> str:
 class _Where:
     """What one ledger says about prepare_model(), as lines of the engine file."""
 
-    ledger: Ledger
     strip: set[int]  # lines of compile/graph_break events in prepare_model's own body
     others: set[int]  # lines of every other event there (never removed)
     wrap: Event | None  # the wrap the block goes before (after, for post-wrap)
@@ -134,12 +133,11 @@ class _Where:
                     f"{ledger.events[after].kind} step (line {ledger.events[after].anchor_line})"
                 )
         return cls(
-            ledger=ledger,
             strip={e.line for e in own if e.kind in STRIP_KINDS},
             others={e.line for e in own if e.kind not in STRIP_KINDS},
             wrap=wrap,
             wrap_note=note,
-            model_var=_model_var(ledger, wrap, [ledger.events[i] for i in pre], fn, pos),
+            model_var=_model_var(wrap, [ledger.events[i] for i in pre], fn, pos),
             early_wrap=early,
             last_step=ledger.events[after] if pre else None,
         )
@@ -178,7 +176,7 @@ def _is_name(target: str | None) -> bool:
     return bool(target) and target.isidentifier() and not keyword.iskeyword(target)
 
 
-def _model_var(ledger: Ledger, wrap: Event | None, pre: list[Event], fn: cst.FunctionDef, pos: Positions) -> str:
+def _model_var(wrap: Event | None, pre: list[Event], fn: cst.FunctionDef, pos: Positions) -> str:
     """The wrap's target, else the target of the last step before the compile, else `model`."""
     if wrap is not None and _is_name(wrap.target):
         return wrap.target
