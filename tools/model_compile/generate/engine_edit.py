@@ -1,37 +1,34 @@
 """LibCST edit of the engine: one gated compile block in prepare_model().
 
-Existing compile statements in prepare_model() (kit call, in-place
-`.compile()`, `torch.compile` wrappers, `torch.compiler.disable` regions,
-gated or not) are removed and one block rendered from a template is inserted
-at the right place: before the distributed wrap (after it for post-wrap).
-Everything else reprints byte for byte (LibCST is lossless).
+What to change comes from the ledger (`model_compile.ledger`), the package's
+one static model of `prepare_model()`: the statements holding its `compile` and
+`graph_break` events are removed, and one block rendered from a template is
+inserted before the statement that reaches the distributed wrap (after it for
+post-wrap). LibCST only performs the edit, matching statements to the
+ledger's line numbers through `PositionProvider`; everything else reprints byte
+for byte (LibCST is lossless).
 """
 
 from __future__ import annotations
 
+import keyword
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from model_compile.discover.tree import InputError
+from model_compile.ledger.models import Event, Ledger
 
-WRAP_EXACT = {
-    "DistributedDataParallel",
-    "DDP",
-    "FullyShardedDataParallel",
-    "FSDP",
-    "fully_shard",
-    "parallelize_module",
-    "deepspeed.initialize",
-    "accelerator.prepare",
-    "self.accelerator.prepare",
-}
-WRAP_WORD = re.compile(r"paralleli[sz]e|shard", re.I)
 KIT_SUFFIX = "ModelKit"
+# Steps the compile block must follow (the ledger's event kinds).
+PRE_COMPILE = ("build", "patch", "freeze", "upcast", "checkpointing")
+STRIP_KINDS = ("compile", "graph_break")
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -70,25 +67,6 @@ def call_names(node: cst.CSTNode) -> list[str]:
     return v.names
 
 
-def is_compile_call(name: str) -> bool:
-    """Kit compile, in-place `.compile()`, `torch.compile`, or a `torch.compiler.disable` region."""
-    last = name.rsplit(".", 1)[-1]
-    if last == "apply_model_compile" or name == "torch.compile" or name.startswith("torch.compiler.disable"):
-        return True
-    return last == "compile" and "." in name and not name.startswith(("re.", "regex."))
-
-
-def is_wrap_call(name: str) -> bool:
-    if name in WRAP_EXACT:
-        return True
-    last = name.rsplit(".", 1)[-1]
-    return bool(WRAP_WORD.search(last))
-
-
-def _is_compile_stmt(stmt: cst.BaseStatement) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and any(is_compile_call(n) for n in call_names(stmt))
-
-
 @dataclass
 class EngineResult:
     code: str
@@ -98,46 +76,187 @@ class EngineResult:
     kit_attr: str | None = None
 
 
+# -- the ledger, read as source lines -----------------------------------------
+Positions = Mapping[cst.CSTNode, CodeRange]
+
+
+def positions(module: cst.Module) -> Positions:
+    """1-based line spans of the module's own nodes (the ledger's `ast` lines agree)."""
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+def _span(node: cst.CSTNode, pos: Positions) -> tuple[int, int]:
+    r = pos[node]
+    return r.start.line, r.end.line
+
+
+def _index_at(body, line: int, pos: Positions) -> int | None:
+    """Index of the statement of `body` whose span holds `line`."""
+    for i, s in enumerate(body):
+        lo, hi = _span(s, pos)
+        if lo <= line <= hi:
+            return i
+    return None
+
+
+def _helper_name(via: str) -> str:
+    m = re.match(r"\s*([\w.]+)\s*\(", via)
+    return f"{m.group(1)}()" if m else via
+
+
+@dataclass
+class _Where:
+    """What one ledger says about prepare_model(), as lines of the engine file."""
+
+    strip: set[int]  # lines of compile/graph_break events in prepare_model's own body
+    others: set[int]  # lines of every other event there (never removed)
+    wrap: Event | None  # the wrap the block goes before (after, for post-wrap)
+    wrap_note: str | None  # why no wrap was chosen although the ledger has one
+    model_var: str
+    early_wrap: Event | None = None  # a wrap that comes before the last build/freeze ... step
+    last_step: Event | None = None  # that last step
+
+    @classmethod
+    def of(cls, ledger: Ledger, fn: cst.FunctionDef, pos: Positions, filename: str, recipe_rel: str = "") -> "_Where":
+        own = [e for e in ledger.events if not e.via and e.file == ledger.file]
+        _refuse_helper_compiles(ledger, filename, recipe_rel)
+        pre = [i for i, e in enumerate(ledger.events) if e.reachable and e.kind in PRE_COMPILE]
+        after = pre[-1] if pre else -1
+        wraps = [e for e in ledger.events[after + 1 :] if e.kind == "wrap" and e.reachable]
+        wrap = wraps[0] if wraps else None
+        note = early = None
+        if wrap is None:
+            early = next((e for e in ledger.events if e.kind == "wrap" and e.reachable), None)
+            if early is not None:
+                note = (
+                    f"the distributed wrap (line {early.anchor_line}) comes before the last "
+                    f"{ledger.events[after].kind} step (line {ledger.events[after].anchor_line})"
+                )
+        return cls(
+            strip={e.line for e in own if e.kind in STRIP_KINDS},
+            others={e.line for e in own if e.kind not in STRIP_KINDS},
+            wrap=wrap,
+            wrap_note=note,
+            model_var=_model_var(wrap, [ledger.events[i] for i in pre], fn, pos),
+            early_wrap=early,
+            last_step=ledger.events[after] if pre else None,
+        )
+
+    def anchor_index(self, body, pos: Positions) -> int | None:
+        """Index in prepare_model's (original) body of the statement reaching the wrap."""
+        if self.wrap is None or self.wrap.anchor_line is None:
+            return None
+        return _index_at(body, self.wrap.anchor_line, pos)
+
+    def post_wrap_index(self, body, pos: Positions) -> int | None:
+        """Where a post-wrap compile follows: the wrap, or the last step when that runs after the wrap."""
+        if self.wrap is not None:
+            return self.anchor_index(body, pos)
+        if self.early_wrap is None or self.last_step is None or self.last_step.anchor_line is None:
+            return None
+        return _index_at(body, self.last_step.anchor_line, pos)
+
+
+def _refuse_helper_compiles(ledger: Ledger, filename: str, recipe_rel: str) -> None:
+    """A compile reached through a helper cannot be replaced by one block in prepare_model()."""
+    for e in ledger.of("compile"):
+        if not e.via:
+            continue
+        where = f"{recipe_rel}/{e.file}" if recipe_rel else e.file
+        chain = f" (through {' -> '.join(_helper_name(v) for v in e.via)})" if len(e.via) > 1 else ""
+        raise InputError(
+            f"{filename}: {_helper_name(e.via[0])} called from prepare_model() (line {e.anchor_line}) "
+            f"compiles the model{chain}: `{e.call}` at {where}:{e.line}; move that compile into "
+            "prepare_model() first (cannot place one block unambiguously)"
+        )
+
+
+def _is_name(target: str | None) -> bool:
+    """A plain variable (not `self.model`, `each of ...`, nor a constant such as `False`)."""
+    return bool(target) and target.isidentifier() and not keyword.iskeyword(target)
+
+
+def _model_var(wrap: Event | None, pre: list[Event], fn: cst.FunctionDef, pos: Positions) -> str:
+    """The wrap's target, else the target of the last step before the compile, else `model`."""
+    if wrap is not None and _is_name(wrap.target):
+        return wrap.target
+    body = list(fn.body.body)
+    for e in reversed(pre):
+        if _is_name(e.target):
+            return e.target
+        if e.kind == "build" and e.anchor_line is not None:  # `model = build_model(...)`
+            i = _index_at(body, e.anchor_line, pos)
+            name = _assigned_name(body[i]) if i is not None else None
+            if name:
+                return name
+    return "model"
+
+
+# -- removing the existing compile statements ---------------------------------
 @dataclass
 class _Strip:
+    where: _Where
+    pos: Positions
+    module: cst.Module
+    filename: str
     removed: int = 0
 
+    def hits(self, node: cst.CSTNode) -> bool:
+        """True when the node holds a compile/graph_break event; refuses a line mixing it with other steps."""
+        lo, hi = _span(node, self.pos)
+        if not any(lo <= ln <= hi for ln in self.where.strip):
+            return False
+        if any(lo <= ln <= hi for ln in self.where.others):
+            raise InputError(
+                f"{self.filename}: line {lo}: `{self.module.code_for_node(node).strip().splitlines()[0]}` "
+                "compiles and does another step of prepare_model() in one statement; split it first"
+            )
+        return True
 
-def _strip_block(stmts, acc: _Strip, module: cst.Module):
-    out = []
-    for s in stmts:
-        if _is_compile_stmt(s):
+    def holds_other(self, node: cst.CSTNode) -> bool:
+        """Does this (original) node hold an event other than compile/graph_break?"""
+        lo, hi = _span(node, self.pos)
+        return any(lo <= ln <= hi for ln in self.where.others)
+
+
+def _strip_block(stmts, acc: _Strip) -> tuple[list, list[int]]:
+    """Statements left after removing compile statements, and each one's index in `stmts`."""
+    out, origin = [], []
+    for i, s in enumerate(stmts):
+        if isinstance(s, cst.SimpleStatementLine) and acc.hits(s):
             acc.removed += 1
             continue
         if isinstance(s, (cst.If, cst.For, cst.While, cst.With)):
-            new = _strip_compound(s, acc, module)
+            new = _strip_compound(s, acc)
             if new is None:
                 continue
             s = new
         out.append(s)
-    return out
+        origin.append(i)
+    return out, origin
 
 
-def _strip_compound(s, acc: _Strip, module: cst.Module):
+def _strip_compound(s, acc: _Strip):
     before = acc.removed
     if not isinstance(s.body, cst.IndentedBlock):
-        if _is_compile_stmt(cst.SimpleStatementLine(body=s.body.body)):
+        if acc.hits(s.body):
             acc.removed += 1
             if getattr(s, "orelse", None) is None:
                 return None
         return s
-    body = _strip_block(s.body.body, acc, module)
+    body, _ = _strip_block(s.body.body, acc)
     orelse = getattr(s, "orelse", None)
     if isinstance(orelse, cst.Else) and isinstance(orelse.body, cst.IndentedBlock):
-        else_body = _strip_block(orelse.body.body, acc, module)
+        else_body, _ = _strip_block(orelse.body.body, acc)
         orelse = orelse.with_changes(body=orelse.body.with_changes(body=else_body)) if else_body else None
     elif isinstance(orelse, cst.If):
-        orelse = _strip_compound(orelse, acc, module)
+        orelse = _strip_compound(orelse, acc)
     if acc.removed == before:
         return s
-    test = module.code_for_node(s.test) if isinstance(s, (cst.If, cst.While)) else ""
-    # A block gated on the compile config (or emptied by the removal) goes as a whole.
-    if orelse is None and (not body or "compile" in test):
+    test = acc.module.code_for_node(s.test) if isinstance(s, (cst.If, cst.While)) else ""
+    # A block gated on the compile config (or emptied by the removal) goes as a whole,
+    # unless it also does another step (a wrap, a freeze ...) that must stay.
+    if orelse is None and (not body or ("compile" in test and not acc.holds_other(s))):
         return None
     if not body:
         body = [cst.SimpleStatementLine(body=[cst.Pass()])]
@@ -159,45 +278,6 @@ def _blank(stmt: cst.BaseStatement) -> cst.BaseStatement:
     if stmt.leading_lines:
         return stmt
     return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-
-
-def _wrap_index(body) -> int | None:
-    for i, s in enumerate(body):
-        if isinstance(s, (cst.FunctionDef, cst.ClassDef)):
-            continue
-        if any(is_wrap_call(n) for n in call_names(s)):
-            return i
-    return None
-
-
-def _model_var(body, wrap_stmt) -> str:
-    if wrap_stmt is not None:
-        for node in _first_call_args(wrap_stmt):
-            if isinstance(node, cst.Name):
-                return node.value
-    for s in body:
-        if isinstance(s, cst.SimpleStatementLine):
-            for small in s.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1:
-                    t = small.targets[0].target
-                    if isinstance(t, cst.Name) and any("build" in n for n in call_names(small)):
-                        return t.value
-    return "model"
-
-
-def _first_call_args(stmt):
-    class V(cst.CSTVisitor):
-        args: list = []
-
-        def visit_Call(self, node: cst.Call) -> bool:
-            name = dotted(node.func)
-            if name and is_wrap_call(name) and not V.args and node.args:
-                V.args = [node.args[0].value]
-            return True
-
-    V.args = []
-    stmt.visit(V())
-    return V.args
 
 
 def _assigned_name(stmt) -> str | None:
@@ -241,20 +321,33 @@ def engine_classes(module: cst.Module) -> list[cst.ClassDef]:
     return [s for s in module.body if isinstance(s, cst.ClassDef) and _find_method(s, "prepare_model")]
 
 
-def facts(module: cst.Module) -> dict:
-    """model_var / wrapped_var / kit_attr / config class of the first engine class (for rendering)."""
+def _ledger_for(cls: cst.ClassDef, ledgers: Mapping[str, Ledger], filename: str) -> Ledger:
+    ledger = ledgers.get(cls.name.value)
+    if ledger is None:
+        raise InputError(
+            f"{filename}: the static analysis has no ledger for {cls.name.value}.prepare_model() "
+            "(it reads the recipe's engine/*.py); cannot tell where the compile goes"
+        )
+    return ledger
+
+
+def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "engine", recipe_rel: str = "") -> dict:
+    """model_var / wrapped_var / kit_attr / config class of the first engine class (for rendering).
+
+    `ledgers`: the ledger of each engine class of this file, by class name.
+    """
     classes = engine_classes(module)
     if not classes:
         raise InputError("no class with prepare_model() in the engine file")
     cls = classes[0]
     _, fn = _find_method(cls, "prepare_model")
-    body = list(fn.body.body)
-    strip = _Strip()
-    body = _strip_block(body, strip, module)
-    wi = _wrap_index(body)
-    wrap_stmt = body[wi] if wi is not None else None
-    model_var = _model_var(body, wrap_stmt)
-    wrapped = _assigned_name(wrap_stmt) if wrap_stmt is not None else None
+    pos = positions(module)
+    where = _Where.of(_ledger_for(cls, ledgers, filename), fn, pos, filename, recipe_rel)
+    wrapped = None
+    wrap = where.wrap or where.early_wrap
+    if wrap is not None and wrap.anchor_line is not None and isinstance(fn.body, cst.IndentedBlock):
+        wi = _index_at(list(fn.body.body), wrap.anchor_line, pos)
+        wrapped = _assigned_name(fn.body.body[wi]) if wi is not None else None
     config_class = None
     for s in cls.body.body:
         if isinstance(s, cst.SimpleStatementLine):
@@ -262,9 +355,9 @@ def facts(module: cst.Module) -> dict:
                 if isinstance(small, cst.Assign) and dotted(small.targets[0].target) == "ConfigClass":
                     config_class = dotted(small.value)
     return {
-        "model_var": model_var,
+        "model_var": where.model_var,
         "wrapped_var": wrapped,
-        "has_wrap": wrap_stmt is not None,
+        "has_wrap": where.wrap is not None,
         "kit_attr": find_kit_attr(cls),
         "class_name": cls.name.value,
         "config_class": config_class,
@@ -281,6 +374,7 @@ def _parse_statements(text: str, what: str) -> list[cst.BaseStatement]:
 def edit_engine(
     source: str,
     *,
+    ledgers: Mapping[str, Ledger],
     path_kind: str,
     block: str,
     model_var: str,
@@ -289,8 +383,14 @@ def edit_engine(
     kit_import: tuple[str, str] | None = None,
     need_torch: bool = False,
     filename: str = "engine",
+    recipe_rel: str = "",
 ) -> EngineResult:
-    """Return the new engine source with exactly one compile block in prepare_model()."""
+    """Return the new engine source with exactly one compile block in prepare_model().
+
+    `ledgers`: the ledger of each engine class of `source`, by class name, built
+    from this same text (its line numbers locate the statements). `recipe_rel`:
+    the recipe folder as shown in messages (ledger paths are relative to it).
+    """
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -298,18 +398,21 @@ def edit_engine(
     classes = engine_classes(module)
     if not classes:
         raise InputError(f"{filename}: no class with prepare_model()")
+    pos = positions(module)
     notes: list[str] = []
     new_body = list(module.body)
     for cls in classes:
         idx = new_body.index(cls)
-        new_body[idx] = _edit_class(cls, module, path_kind, block, model_var, kit_init, kit_attr_stmt, notes, filename)
+        ledger = _ledger_for(cls, ledgers, filename)
+        new_body[idx] = _edit_class(
+            cls, module, pos, ledger, path_kind, block, model_var, kit_init, kit_attr_stmt, notes, filename, recipe_rel
+        )
     module = module.with_changes(body=new_body)
     if kit_import:
         module = add_from_import(module, kit_import[0], kit_import[1])
     if need_torch:
         ctx = CodemodContext()
-        if need_torch:
-            AddImportsVisitor.add_needed_import(ctx, "torch")
+        AddImportsVisitor.add_needed_import(ctx, "torch")
         module = module.visit(AddImportsVisitor(ctx))
     return EngineResult(code=module.code, notes=notes, model_var=model_var)
 
@@ -367,21 +470,29 @@ def _add_stdlib_import(module: cst.Module, mod: str, name: str) -> cst.Module:
     return module.visit(AddImportsVisitor(ctx))
 
 
-def _edit_class(cls, module, path_kind, block, model_var, kit_init, kit_attr_stmt, notes, filename):
+def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init, kit_attr_stmt, notes, filename, recipe_rel):
     i_fn, fn = _find_method(cls, "prepare_model")
     if not isinstance(fn.body, cst.IndentedBlock):
         raise InputError(f"{filename}: prepare_model() body is on one line; cannot place a block")
-    _check_helpers(cls, fn, module, filename)
-    strip = _Strip()
-    body = _strip_block(list(fn.body.body), strip, module)
+    name = cls.name.value
+    where = _Where.of(ledger, fn, pos, filename, recipe_rel)
+    original = list(fn.body.body)
+    anchor = where.post_wrap_index(original, pos) if path_kind == "post-wrap" else where.anchor_index(original, pos)
+    strip = _Strip(where, pos, module, filename)
+    body, origin = _strip_block(original, strip)
     if strip.removed:
-        notes.append(f"{cls.name.value}.prepare_model: replaced {strip.removed} existing compile statement(s)")
+        notes.append(f"{name}.prepare_model: replaced {strip.removed} existing compile statement(s)")
+    wi = origin.index(anchor) if anchor is not None and anchor in origin else None
+    if anchor is not None and wi is None:  # cannot happen: a statement with a wrap is never removed
+        raise InputError(f"{filename}: the distributed wrap of {name}.prepare_model() sits in a compile statement")
+    via = f" (inside {_helper_name(where.wrap.via[0])})" if where.wrap is not None and where.wrap.via else ""
     block_stmts = _parse_statements(block, f"compile/{path_kind}.py.j2")
     block_stmts[0] = block_stmts[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-    wi = _wrap_index(body)
     if path_kind == "post-wrap":
         if wi is None:
             raise InputError(f"{filename}: post-wrap needs a distributed wrap in prepare_model(); none found")
+        if where.wrap is None:  # the wrap comes before the last build/freeze step: compile after both
+            via = f" and the {where.last_step.kind} step after it"
         wrap = body[wi]
         ret = _return_of(wrap)
         if ret is not None and ret.value is not None:
@@ -393,46 +504,62 @@ def _edit_class(cls, module, path_kind, block, model_var, kit_init, kit_attr_stm
                 body=[cst.Return(value=cst.Name(model_var))], leading_lines=[cst.EmptyLine(indent=False)]
             )
             body[wi : wi + 1] = [assign, *block_stmts, final]
-            notes.append(f"{cls.name.value}.prepare_model: split the wrapping return into assignment, compile, return")
+            notes.append(f"{name}.prepare_model: split the wrapping return into assignment, compile, return")
         else:
             body[wi + 1 : wi + 1] = block_stmts
             after = wi + 1 + len(block_stmts)
             if after < len(body):
                 body[after] = _blank(body[after])
-            notes.append(f"{cls.name.value}.prepare_model: compile placed after the distributed wrap (line {_line(module, fn, wrap)})")
+            notes.append(f"{name}.prepare_model: compile placed after the distributed wrap{via} (line {_line(module, fn, wrap)})")
     else:
         if wi is None:
             last = body[-1] if body else None
             wi = len(body) - 1 if last is not None and _return_of(last) is not None else len(body)
-            notes.append(f"{cls.name.value}.prepare_model: no distributed wrap found; block placed before the return")
+            if where.wrap_note:
+                notes.append(
+                    f"{name}.prepare_model: {where.wrap_note}; block placed before the return "
+                    "(move that step before the wrap, or use --path post-wrap)"
+                )
+            else:
+                notes.append(f"{name}.prepare_model: no distributed wrap found; block placed before the return")
         else:
-            notes.append(f"{cls.name.value}.prepare_model: block placed before the distributed wrap")
+            notes.append(f"{name}.prepare_model: block placed before the distributed wrap{via}")
+            late = _steps_inside_wrap_helper(ledger, where.wrap)
+            if late:
+                notes.append(
+                    f"{name}.prepare_model: {_helper_name(where.wrap.via[0])} also does {', '.join(late)} "
+                    "before it wraps; the compile block precedes the whole call"
+                )
         body[wi:wi] = block_stmts
         after = wi + len(block_stmts)
         if after < len(body):
             body[after] = _blank(body[after])
+    for e in ledger.of("graph_break"):
+        if e.via:
+            notes.append(
+                f"{name}.prepare_model: {_helper_name(e.via[0])} (line {e.anchor_line}) also disables compile "
+                f"(`{e.call}`); left as it is"
+            )
     fn = fn.with_changes(body=fn.body.with_changes(body=body))
     cls_body = list(cls.body.body)
     cls_body[i_fn] = fn
     if kit_attr_stmt is not None or kit_init is not None:
-        cls_body = _add_kit(cls_body, kit_init, kit_attr_stmt, notes, cls.name.value)
+        cls_body = _add_kit(cls_body, kit_init, kit_attr_stmt, notes, name)
     return cls.with_changes(body=cls.body.with_changes(body=cls_body))
+
+
+def _steps_inside_wrap_helper(ledger: Ledger, wrap: Event | None) -> list[str]:
+    """Build/freeze/... steps the helper holding the wrap does before wrapping (they end up after the block)."""
+    if wrap is None or not wrap.via:
+        return []
+    i = ledger.events.index(wrap)
+    return sorted(
+        {e.kind for e in ledger.events[:i] if e.reachable and e.kind in PRE_COMPILE and e.anchor_line == wrap.anchor_line}
+    )
 
 
 def _line(module, fn, stmt) -> str:
     return module.code_for_node(stmt).strip().splitlines()[0]
-
-
-def _check_helpers(cls, fn, module, filename):
-    """A compile call hidden in a helper prepare_model() calls cannot be replaced safely."""
-    called = {n.split(".", 1)[1] for n in call_names(fn.body) if n.startswith("self.") and n.count(".") == 1}
-    for s in cls.body.body:
-        if isinstance(s, cst.FunctionDef) and s.name.value in called:
-            if any(is_compile_call(n) for n in call_names(s.body)):
-                raise InputError(
-                    f"{filename}: {s.name.value}() called from prepare_model() compiles the model; "
-                    "move that compile into prepare_model() first (cannot place one block unambiguously)"
-                )
 
 
 def _add_kit(cls_body, kit_init, kit_attr_stmt, notes, cls_name):

@@ -9,6 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile import templating
+from model_compile.analyze import analyze_path
 from model_compile.discover.tree import InputError
 from model_compile.generate import engine_edit, locate
 from model_compile.generate.options import FALLBACKS, Options
@@ -17,6 +18,7 @@ from model_compile.generate.recipe_tests import render_recipe_tests
 from model_compile.generate.schema_edit import edit_schema
 from model_compile.generate.snippets import Renderer
 from model_compile.generate.yaml_edit import edit_stage
+from model_compile.ledger.models import Ledger
 
 
 PARITY_HELPERS = ("load_config", "resolve_engine_class")
@@ -63,19 +65,23 @@ def build_plan(opts: Options) -> Plan:
     files = locate.find_recipe_files(opts.recipe)
     override = opts.templates or templating.override_dir_from_pyproject(files.root)
     r = Renderer(override)
-    engines = []
+    parsed = []
     for path in files.engines:
         text = _read(path)
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
             raise InputError(f"{files.rel(path)}: cannot parse ({exc.message} at line {exc.raw_line})") from exc
-        if not engine_edit.engine_classes(module):
-            continue
-        engines.append((path, text, engine_edit.facts(module)))
+        if engine_edit.engine_classes(module):
+            parsed.append((path, text, module))
+    ledgers = recipe_ledgers(files.recipe) if parsed else {}
+    engines = []
+    for path, text, module in parsed:
+        own = ledgers.get(path.resolve().relative_to(files.recipe).as_posix(), {})
+        engines.append((path, text, own, engine_edit.facts(module, own, files.rel(path), files.rel(files.recipe))))
     if not engines:
         raise InputError(f"no engine class with prepare_model() in {files.rel(files.recipe)}")
-    first = engines[0][2]
+    first = engines[0][3]
     model_var = first["model_var"]
 
     choice = None
@@ -102,7 +108,7 @@ def build_plan(opts: Options) -> Plan:
         plan.notes.append(f"target: {choice.target} (inferred: {choice.why}; override with --target)")
 
     # 1. engine(s)
-    for path, text, fx in engines:
+    for path, text, own, fx in engines:
         kit_attr = fx["kit_attr"]
         kit_import = kit_init = kit_attr_stmt = None
         if opts.path == "kit" and kit_attr is None:
@@ -124,6 +130,7 @@ def build_plan(opts: Options) -> Plan:
         plan.snippets["compile_block"] = block
         result = engine_edit.edit_engine(
             text,
+            ledgers=own,
             path_kind=opts.path,
             block=block,
             model_var=fx["model_var"],
@@ -132,6 +139,7 @@ def build_plan(opts: Options) -> Plan:
             kit_import=kit_import,
             need_torch=opts.path == "graph-break",
             filename=files.rel(path),
+            recipe_rel=files.rel(files.recipe),
         )
         if result.code != text:  # on a no-op rerun the "replaced"/"placed" notes would mislead
             plan.notes.extend(result.notes)
@@ -187,6 +195,20 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
+
+
+def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
+    """The static analysis' ledgers of the recipe: {engine file relative to the recipe: {class: ledger}}.
+
+    The ledger is the one model of prepare_model() (branches, aliases, helpers,
+    early returns): the engine edit takes what to remove and where to insert from it.
+    """
+    report = analyze_path(recipe)
+    out: dict[str, dict[str, Ledger]] = {}
+    for rec in report.recipes[:1]:
+        for ledger in rec.ledger:
+            out.setdefault(ledger.file, {})[ledger.engine_class] = ledger
+    return out
 
 
 def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: dict) -> dict:
