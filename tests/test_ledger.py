@@ -147,3 +147,13 @@ def test_multiline_doc_comment_and_readme_kind_priority():
     far = body.replace("    for layer in", "    x = 1\n    y = 2\n    z = 3\n    w = 4\n    for layer in")
     recipe = analyze_tree(MemoryTree(example_files(Example(body=far)))).recipes[0]
     assert "MC101" in {f.rule for f in recipe.findings}
+
+
+def test_requires_grad_target_is_the_receiver():
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "model.model.visual.requires_grad_(False)\n"
+        "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    )
+    freeze = next(e for e in _ledger(body).ledger[0].events if e.kind == "freeze")
+    assert freeze.target == "model.model.visual"

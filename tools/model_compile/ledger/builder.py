@@ -355,6 +355,8 @@ class LedgerBuilder:
             if kind == "upcast" and recv is not None and self._is_new_object(recv):
                 return  # build(...).to(dtype=...) is part of the build
         target = None if kind == "build" else _first_arg(call, "model")
+        if target is not None and dotted(target) is None and not isinstance(target, ast.Subscript):
+            target = None  # `x.requires_grad_(False)`: the constant is not what is acted on
         if target is None and kind != "build" and isinstance(call.func, ast.Attribute):
             target = call.func.value
         self._event(kind, call, frame, ctx, target_expr=target, kit=bool(facts.get("kit")))
