@@ -30,13 +30,18 @@ def _runtime_lines(report: HardReport) -> list[str]:
     ]
 
 
+def _device(env) -> str:
+    """'cuda x2 (NVIDIA H200)' or 'cpu (no accelerator)'."""
+    if env.cpu_only or not env.device_count:
+        return f"{env.device_type} (no accelerator)"
+    return f"{env.device_type} x{env.device_count}" + (f" ({env.accelerator})" if env.accelerator else "")
+
+
 def to_text(report: HardReport) -> str:
     env = report.environment
     out = [
         f"model-compile validate --hard: {report.recipe} ({report.kind})",
-        f"environment: python {env.python}, torch {env.torch}, {env.device_type} x{env.device_count}"
-        + (f" ({env.accelerator})" if env.accelerator else "")
-        + f" [{env.label}]",
+        f"environment: python {env.python}, torch {env.torch}, {_device(env)} [{env.label}]",
     ]
     if env.cpu_only:
         out.append(DISCLAIMER_CPU)
@@ -69,9 +74,7 @@ def to_markdown(report: HardReport) -> str:
     out = [
         f"# model-compile validate --hard: `{report.recipe}`",
         "",
-        f"**{report.kind}** on python {env.python}, torch {env.torch}, {env.device_type} x{env.device_count}"
-        + (f" ({env.accelerator})" if env.accelerator else "")
-        + f" — label `{env.label}`",
+        f"**{report.kind}** on python {env.python}, torch {env.torch}, {_device(env)} — label `{env.label}`",
         "",
     ]
     if env.cpu_only:
