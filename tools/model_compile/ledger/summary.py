@@ -40,9 +40,9 @@ def code_shapes(ctx: RecipeContext, event: Event) -> set[str]:
     elif "." in target.split("(")[0]:
         shapes.add("submodule")
     for ledger in ctx.ledgers:
-        if event not in ledger.events:
+        idx = next((i for i, e in enumerate(ledger.events) if e is event), None)
+        if idx is None:
             continue
-        idx = ledger.events.index(event)
         if any(e.kind == "wrap" and e.reachable for e in ledger.events[:idx]):
             shapes.add("post-wrap")
         if any(e.kind == "graph_break" for e in ledger.events):

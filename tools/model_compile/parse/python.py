@@ -13,7 +13,8 @@ from model_compile.discover.tree import SourceTree, read_text
 
 @dataclass
 class PyModule:
-    """A parsed file: tree, lines and comments (line -> text after '#')."""
+    """A parsed file: tree, lines and comments (line -> text after '#'; only
+    collected from files that mention model-compile, the one note read)."""
 
     path: str
     text: str
@@ -57,7 +58,7 @@ class ParseFailure:
 
 def _comments(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
-    if "#" not in text:
+    if "model-compile" not in text:  # only `# model-compile:` notes are read from comments
         return out
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
