@@ -93,12 +93,24 @@ def test_smoke_that_refuses_cpu_is_not_run_with_command(tmp_path):
     assert report.verdict == "incomplete" and report.exit_code == 0
 
 
-def test_missing_smoke_names_the_generate_command(tmp_path):
+def test_missing_smoke_says_what_to_add(tmp_path):
     report = validate_hard(RECIPES / "nosmoke", out=tmp_path)
     smoke = report.layers[-1]
     assert (smoke.name, smoke.status) == ("smoke", "missing")
-    assert smoke.next_step.startswith("model-compile generate ")
+    # the smoke test is the repository's own, not something generate writes
+    assert "tests/test_smoke.py" in smoke.next_step and "generate" not in smoke.next_step
     assert report.exit_code == 1
+
+
+def test_missing_impact_layer_names_the_generate_command():
+    from model_compile.hard.layers import generate_command, plan
+
+    specs = plan(RECIPES / "nosmoke", None, None, [], "fallback:regional")
+    impact = specs[-1]
+    assert impact.name == "impact" and not impact.required
+    assert impact.generate_hint.startswith("model-compile generate ")
+    assert "--path regional --reason" in impact.generate_hint and impact.generate_hint.endswith("--write")
+    assert generate_command(RECIPES / "x", "kit").endswith("--path kit --write")
 
 
 def test_input_errors(tmp_path):

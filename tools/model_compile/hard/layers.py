@@ -25,7 +25,21 @@ class LayerSpec:
     generate_hint: str = ""
 
 
-def plan(recipe_root: Path, config_name: str | None, world_size: int | None, overrides: list[str]) -> list[LayerSpec]:
+def generate_command(recipe_root: Path, compile_path: str | None) -> str:
+    """The `generate` call that writes the recipe's model-compile tests for its compile path."""
+    kind = (compile_path or "kit").removeprefix("fallback:")
+    if kind in ("kit", "direct", "none"):
+        return f"model-compile generate {recipe_root} --path kit --write"
+    return f'model-compile generate {recipe_root} --path {kind} --reason "<why>" --write'
+
+
+def plan(
+    recipe_root: Path,
+    config_name: str | None,
+    world_size: int | None,
+    overrides: list[str],
+    compile_path: str | None = None,
+) -> list[LayerSpec]:
     """structure, smoke, then one impact layer per tests/skills/model-compile/test_*.py."""
     common = ["--config-name", config_name] if config_name else []
     smoke = list(common)
@@ -40,13 +54,13 @@ def plan(recipe_root: Path, config_name: str | None, world_size: int | None, ove
             "structure",
             Path("tests/test_structure.py"),
             common,
-            generate_hint=f"model-compile generate {recipe_root}",
+            generate_hint="the recipe's own structure test is missing: add tests/test_structure.py as the other recipes have it",
         ),
         LayerSpec(
             "smoke",
             Path("tests/test_smoke.py"),
             smoke,
-            generate_hint=f"model-compile generate {recipe_root}",
+            generate_hint="the recipe's own smoke test is missing: add tests/test_smoke.py as the other recipes have it",
         ),
     ]
     impact = sorted((recipe_root / SKILL_DIR).glob("test_*.py"))
@@ -58,7 +72,7 @@ def plan(recipe_root: Path, config_name: str | None, world_size: int | None, ove
                 "impact",
                 SKILL_DIR / "test_compile_parity.py",
                 required=False,
-                generate_hint=f"model-compile generate {recipe_root}",
+                generate_hint=generate_command(recipe_root, compile_path),
             )
         )
     return specs

@@ -57,6 +57,7 @@ class LayerResult(BaseModel):
     log: str | None = None
     output_tail: str = ""
     findings: list[dict[str, Any]] = Field(default_factory=list, description="soft layer: error findings")
+    compile_path: str | None = Field(default=None, description="soft layer: the recipe's compile path")
 
 
 class HardReport(BaseModel):

@@ -67,6 +67,7 @@ def run_soft(recipe_root: Path) -> LayerResult:
             name="soft", status="unavailable", label="static", reason=f"static analysis not available: {exc}"
         )
     report = analyze_path(recipe_root, recipe=None)
+    compile_path = report.recipes[0].compile_path if report.recipes else None
     errors = [f for f in report.all_findings() if f.severity == "error"]
     duration = time.monotonic() - start
     command = shlex.join(["model-compile", "validate", "--soft", str(recipe_root)])
@@ -81,9 +82,16 @@ def run_soft(recipe_root: Path) -> LayerResult:
             reason="\n".join(f"{f.rule} {f.file}:{f.line}: {f.message}" for f in errors[:20]),
             next_step=command,
             findings=[f.model_dump() for f in errors[:50]],
+            compile_path=compile_path,
         )
     return LayerResult(
-        name="soft", status="passed", label="static", command=command, exit_status=0, duration_s=round(duration, 3)
+        name="soft",
+        status="passed",
+        label="static",
+        command=command,
+        exit_status=0,
+        duration_s=round(duration, 3),
+        compile_path=compile_path,
     )
 
 
@@ -219,7 +227,7 @@ def validate_hard(
         _verdict(report)
         return report
     runtime_dir = out_dir / "runtime"
-    for spec in layers.plan(recipe_root, config_name, world_size, list(overrides or [])):
+    for spec in layers.plan(recipe_root, config_name, world_size, list(overrides or []), soft.compile_path):
         layer_env = dict(env)
         if spec.name == "smoke" and trace:
             layer_env["TORCH_TRACE"] = str(out_dir / "trace")
