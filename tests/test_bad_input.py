@@ -113,3 +113,30 @@ def test_help_does_not_import_torch_or_jinja():
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_internal_error_is_one_line(monkeypatch, capsys):
+    from model_compile import analyze, cli
+
+    def boom(*args, **kwargs):
+        raise ValueError("synthetic failure")
+
+    monkeypatch.setattr(analyze, "analyze_path", boom)
+    monkeypatch.delenv("MODEL_COMPILE_DEBUG", raising=False)
+    assert cli.main(["validate", "."]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: ValueError: synthetic failure" in err
+
+
+def test_alias_cycles_do_not_recurse_forever(tmp_path):
+    body = (
+        "model = self.model_kit.build_model(self.config.model.path)\n"
+        "x = y\n"
+        "y = z\n"
+        "z = x\n"
+        "y.compile()\n"
+        "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    )
+    _write(tmp_path, example_files(Example(body=body)))
+    report = analyze_path(tmp_path)
+    assert report.recipes[0].ledger[0].events

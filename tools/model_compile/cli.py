@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from model_compile import __version__
@@ -66,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug: still one line, never a traceback (MODEL_COMPILE_DEBUG=1 shows it)
+        if os.environ.get("MODEL_COMPILE_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"model-compile: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with MODEL_COMPILE_DEBUG=1 for the traceback, and please report it)\n"
+        )
+        return 2
 
 
 if __name__ == "__main__":

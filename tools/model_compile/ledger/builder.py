@@ -129,16 +129,16 @@ class LedgerBuilder:
             return f"each of {frame.loops[root]}{rest}"
         return out
 
-    def identity(self, expr: ast.expr | None, frame: Frame) -> int | None:
+    def identity(self, expr: ast.expr | None, frame: Frame, _depth: int = 0) -> int | None:
         """Which model object an expression evaluates to (None: not a model)."""
-        if expr is None:
+        if expr is None or _depth > 8:  # aliases can chain into a cycle (x = y; y = z; z = x)
             return None
         key = dotted(expr)
         if key is not None:
             if key in frame.models:
                 return frame.models[key]
             if isinstance(expr, ast.Name) and expr.id in frame.aliases:
-                return self.identity(frame.aliases[expr.id], frame)
+                return self.identity(frame.aliases[expr.id], frame, _depth + 1)
             return None
         if isinstance(expr, ast.Call):
             kind, facts = classify_call(expr)
@@ -146,11 +146,11 @@ class LedgerBuilder:
             if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
                 return None  # a new object; the caller assigns a fresh id
             if isinstance(expr.func, ast.Attribute):
-                inner = self.identity(expr.func.value, frame)
+                inner = self.identity(expr.func.value, frame, _depth + 1)
                 if inner is not None and expr.func.attr not in ("parameters", "named_parameters", "state_dict"):
                     return inner
             for arg in list(expr.args) + [k.value for k in expr.keywords]:
-                ident = self.identity(arg, frame)
+                ident = self.identity(arg, frame, _depth + 1)
                 if ident is not None:
                     return ident
         return None
@@ -288,7 +288,9 @@ class LedgerBuilder:
                 frame.aliases.pop(target.id, None)
                 ref = _getattr_as_attribute(value) or value
                 if ident is None and _aliasable(ref):
-                    frame.aliases[target.id] = self.resolve(ref, frame)
+                    resolved = self.resolve(ref, frame)
+                    if not any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(resolved)):
+                        frame.aliases[target.id] = resolved  # `x = x.y` would alias x to itself
             if ident is not None:
                 frame.models[key] = ident
             else:
@@ -429,7 +431,7 @@ def _root_name(expr: ast.expr) -> str | None:
     return expr.id if isinstance(expr, ast.Name) else None
 
 
-def _root_key(expr: ast.expr, frame: Frame) -> str | None:
+def _root_key(expr: ast.expr, frame: Frame, _depth: int = 0) -> str | None:
     """The longest dotted prefix of expr that names a tracked model."""
     node = expr
     while True:
@@ -437,7 +439,7 @@ def _root_key(expr: ast.expr, frame: Frame) -> str | None:
         if key is not None and key in frame.models:
             return key
         if isinstance(node, ast.Name) and node.id in frame.aliases:
-            return _root_key(frame.aliases[node.id], frame)
+            return _root_key(frame.aliases[node.id], frame, _depth + 1) if _depth < 8 else None
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             node = node.value
         elif isinstance(node, ast.Call):

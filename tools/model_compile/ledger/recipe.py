@@ -176,7 +176,12 @@ def build_context(
             ):
                 ctx.engine_classes[node.name] = (node, mod)
                 root_class = root_class or _config_class_name(node)
-                ctx.ledgers.append(LedgerBuilder(node, mod, _methods(node, mod), resolve).build())
+                try:
+                    ctx.ledgers.append(LedgerBuilder(node, mod, _methods(node, mod), resolve).build())
+                except RecursionError:
+                    ctx.failures.append(
+                        ParseFailure(path, node.lineno, f"{path}: {node.name}.prepare_model() is nested too deeply to analyse")
+                    )
 
     schema_path = loc.rel("configs/schema.py")
     ctx.schema_module = ctx.modules.get(schema_path)
