@@ -11,7 +11,7 @@ from pathlib import Path
 from model_compile import __version__
 from model_compile.discover.recipes import find_recipes, group_files
 from model_compile.discover.repo import repo_facts
-from model_compile.discover.tree import DiskTree, InputError, SourceTree
+from model_compile.discover.tree import DiskTree, InputError, OverlayTree, SourceTree
 from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport, Report
 from model_compile.ledger.recipe import RecipeContext, RepoFacts, build_context
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
@@ -91,21 +91,38 @@ def _repo_root_of(recipe_dir: Path) -> Path | None:
     return None
 
 
-def analyze_path(path: Path, recipe: str | None = None) -> Report:
-    """Analyse a repository root (recipes/ inside) or one recipe folder on disk."""
+def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str] | None = None) -> Report:
+    """Analyse a repository root (recipes/ inside) or one recipe folder on disk.
+
+    `overlay` maps absolute file paths to planned contents: the analysis sees
+    them instead of what is on disk (a dry run of an edit).
+    """
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if not path.is_dir():
         raise InputError(f"{path}: not a directory (give a repository root or a recipe folder)")
+    def _tree(root: Path) -> SourceTree:
+        disk = DiskTree(root)
+        if not overlay:
+            return disk
+        base = root.resolve()
+        rel = {}
+        for file, text in overlay.items():
+            try:
+                rel[Path(file).resolve().relative_to(base).as_posix()] = text
+            except ValueError:
+                continue
+        return OverlayTree(disk, rel)
+
     if (path / "recipes").is_dir():
-        tree = DiskTree(path)
+        tree = _tree(path)
         report = analyze_tree(tree, [recipe] if recipe else None, root_label=str(path))
         if not report.recipes:
             what = f"no recipe named {recipe!r}" if recipe else "no recipes"
             raise InputError(f"{path}: {what} under recipes/ (a recipe has engine/*.py or configs/schema.py)")
         return report
-    tree = DiskTree(path)
+    tree = _tree(path)
     if not find_recipes(tree):
         raise InputError(f"{path}: no recipes found (expected recipes/<name>/ or a folder with engine/ and configs/)")
     repo_root = _repo_root_of(path.resolve())

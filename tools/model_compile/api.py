@@ -11,9 +11,12 @@ from model_compile.findings.models import Finding, RecipeReport, Report
 __all__ = ["analyze_path", "analyze_tree", "review_recipe", "review_files", "InputError", "Report", "RecipeReport", "Finding"]
 
 
-def review_recipe(recipe_dir: Path | str) -> RecipeReport:
-    """Soft-validate one recipe folder on disk and return its report (static; imports nothing)."""
-    report = analyze_path(Path(recipe_dir))
+def review_recipe(recipe_dir: Path | str, overlay: dict[Path, str] | None = None) -> RecipeReport:
+    """Soft-validate one recipe folder on disk and return its report (static; imports nothing).
+
+    `overlay` (absolute path -> text) reviews planned contents instead of the files on disk.
+    """
+    report = analyze_path(Path(recipe_dir), overlay=overlay)
     if len(report.recipes) != 1:
         raise InputError(f"{recipe_dir}: expected one recipe, found {len(report.recipes)}")
     recipe = report.recipes[0]

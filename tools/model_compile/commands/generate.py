@@ -4,8 +4,9 @@ Without --write: a unified diff of every file it would change (dry run).
 With --write: all edits computed in memory, refused if any file has
 uncommitted changes (unless --force), written atomically, then the recipe
 is reviewed (soft validation) and the result reported.
-Exit codes: 0 done / nothing to change, 1 written but soft validation has
-error findings, 2 unusable input (nothing written).
+A dry run also reviews the planned files in memory ("after this edit, ...").
+Exit codes: 0 done / nothing to change / dry run, 1 written but soft
+validation has error findings, 2 unusable input (nothing written).
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def run(args) -> int:
         written = apply.write(plan)
     if args.write:
         validation = soft_validate(plan.recipe)
-    code = 1 if validation and validation.get("errors") else 0
+        code = 1 if validation.get("errors") else 0
+    else:  # dry run: review the planned files without writing them
+        validation = soft_validate(plan.recipe, {c.path: c.new for c in changed}) if changed else None
+        code = 0
 
     if args.format == "json":
         out = {

@@ -92,3 +92,19 @@ class DiskTree:
             return full.read_bytes()
         except OSError:
             return None
+
+
+class OverlayTree:
+    """A tree with some files replaced or added: what a planned edit would leave."""
+
+    def __init__(self, base: SourceTree, overrides: dict[str, str | bytes]):
+        self._base = base
+        self._over = {k: (v.encode() if isinstance(v, str) else v) for k, v in overrides.items()}
+
+    def files(self) -> list[str]:
+        return sorted(set(self._base.files()) | set(self._over))
+
+    def read_bytes(self, path: str) -> bytes | None:
+        if path in self._over:
+            return self._over[path]
+        return self._base.read_bytes(path)

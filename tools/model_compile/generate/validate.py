@@ -1,16 +1,17 @@
-"""Soft validation of the recipe after writing (the lead's static review)."""
+"""Soft validation of the recipe after writing, or of the planned files on a dry run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-def soft_validate(recipe: Path) -> dict:
+def soft_validate(recipe: Path, planned: dict[Path, str] | None = None) -> dict:
+    """Review the recipe; with `planned` (path -> new text), review what the edit would leave."""
     try:
         from model_compile.api import review_recipe
     except ImportError:
         return {"available": False, "errors": 0, "summary": "not available in this build (model_compile.api missing)", "findings": []}
-    report = review_recipe(recipe)
+    report = review_recipe(recipe, overlay=planned)
     findings = [
         {"rule": f.rule, "severity": f.severity, "file": f.file, "line": f.line, "message": f.message}
         for f in report.findings
@@ -19,9 +20,11 @@ def soft_validate(recipe: Path) -> dict:
     warnings = sum(1 for f in findings if f["severity"] == "warning")
     return {
         "available": True,
+        "planned": planned is not None,
         "compile_path": report.compile_path,
         "errors": errors,
         "warnings": warnings,
-        "summary": f"compile path {report.compile_path}: {errors} error(s), {warnings} warning(s)",
+        "summary": ("after this edit, " if planned is not None else "")
+        + f"compile path {report.compile_path}: {errors} error(s), {warnings} warning(s)",
         "findings": findings,
     }

@@ -1,0 +1,33 @@
+"""A dry run reviews the planned files without writing them."""
+
+from __future__ import annotations
+
+import json
+
+from gen_helpers import make_repo, run_generate, snapshot
+
+from model_compile.api import review_recipe
+
+
+def test_dry_run_reviews_the_planned_result_and_writes_nothing(tmp_path):
+    root = make_repo(tmp_path, "after_wrap")
+    recipe = root / "recipes" / "toy_vlm"
+    before = snapshot(root)
+    assert "MC404" in {f.rule for f in review_recipe(recipe).findings}  # the defect on disk
+
+    code, out, err = run_generate(str(recipe), "--path", "kit", "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["dry_run"] and not data["written"]
+    validation = data["validation"]
+    assert validation["planned"] is True
+    assert validation["errors"] == 0 and validation["compile_path"] == "kit"
+    assert snapshot(root) == before  # nothing written
+    assert "MC404" in {f.rule for f in review_recipe(recipe).findings}  # disk unchanged
+
+
+def test_dry_run_text_says_after_this_edit(tmp_path):
+    root = make_repo(tmp_path, "none_assign")
+    code, out, err = run_generate(str(root / "recipes" / "toy_vlm"), "--path", "kit")
+    assert code == 0 and out.startswith("--- a/")
+    assert "soft validation: after this edit, compile path kit: 0 error(s)" in err
