@@ -6,6 +6,7 @@ is never imported.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from model_compile import __version__
@@ -59,7 +60,7 @@ def analyze_tree(
     `recipes` limits the analysis to those names; `repo_tree` is where the
     shared kit is looked for when the tree is a single recipe.
     """
-    locations = find_recipes(tree, single_name)
+    locations = [replace(loc, root=root_label) for loc in find_recipes(tree, single_name)]
     if recipes is not None:
         locations = [loc for loc in locations if loc.name in recipes]
     facts = repo_facts(repo_tree if repo_tree is not None else tree)

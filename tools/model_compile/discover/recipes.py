@@ -13,6 +13,14 @@ class RecipeLocation:
 
     name: str
     prefix: str
+    root: str = "."  # the analysed PATH as the user gave it (for commands in fix hints)
+
+    @property
+    def display_path(self) -> str:
+        """The recipe folder as a path the user can paste (PATH joined with the prefix)."""
+        if not self.prefix:
+            return self.root
+        return self.prefix if self.root in ("", ".") else f"{self.root.rstrip('/')}/{self.prefix}"
 
     def rel(self, path: str) -> str:
         """Path inside the tree of a recipe-relative path."""

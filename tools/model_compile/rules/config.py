@@ -169,7 +169,7 @@ class ConfigNotWired(Rule):
             yield self.finding(
                 ctx, ledger.file, ledger.line,
                 f"the config has model.compile but {ledger.engine_class}.prepare_model() never compiles",
-                fix="add the kit call: model-compile generate RECIPE --path kit",
+                fix=f"add the kit call: model-compile generate {ctx.loc.display_path} --path kit",
             )
         for _, e, _ in events:
             state = gate_state(e)

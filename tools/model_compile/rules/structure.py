@@ -67,7 +67,7 @@ class NoCompileSupport(Rule):
         if ctx.config.schema_.compile_class or any(s.has_compile for s in ctx.config.stages):
             return
         ledger = ctx.ledgers[0]
-        path = ctx.loc.prefix or "."
+        path = ctx.loc.display_path
         yield self.finding(
             ctx,
             ledger.file,
