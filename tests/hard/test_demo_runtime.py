@@ -72,6 +72,14 @@ def test_end_to_end_vlm_kit_json(tmp_path, capsys):
     assert timing["steps"] == 4 and timing["first_step_s"] > timing["steady_state_s"] > 0
     assert rt["violations"] == []
     assert (tmp_path / "runtime" / "runtime-rank0.json").is_file()
+    # the report: path, target, placement, and what the run did not establish
+    wiring = data["wiring"]
+    assert wiring["compile_path"] == "kit" and wiring["compiled_target"] == ["model"]
+    assert "before wrap (parallelize_model)" in wiring["placement"]
+    gaps = data["gaps"]
+    assert gaps[0].startswith("no accelerator: runtime results are CPU-only")
+    assert any(g.split(" ", 1)[0].isdigit() and " graph breaks (" in g for g in gaps)
+    assert any(g.startswith("compile latency: first step") and "no speedup claimed" in g for g in gaps)
 
 
 def test_recompile_limit_trap_fails_the_smoke_layer(tmp_path):

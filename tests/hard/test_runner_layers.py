@@ -174,3 +174,11 @@ def test_trace_summary_and_missing_tlparse(tmp_path, monkeypatch):
     trace._fill_counts(filled, out)
     assert (filled.compiles, filled.graph_breaks) == (2, 1)
     assert filled.recompile_reasons == ["[0/1]: 0/0: tensor 'x' size mismatch"]
+
+
+def test_report_names_wiring_and_gaps_without_torch(tmp_path):
+    report = validate_hard(RECIPES / "needs_gpu", out=tmp_path)
+    assert report.wiring.compile_path is not None
+    assert any(g.startswith("smoke: not-run - run: ") for g in report.gaps)
+    if report.environment.cpu_only:
+        assert report.gaps[0].startswith("no accelerator")

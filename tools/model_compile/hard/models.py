@@ -60,6 +60,15 @@ class LayerResult(BaseModel):
     compile_path: str | None = Field(default=None, description="soft layer: the recipe's compile path")
 
 
+class Wiring(BaseModel):
+    """What soft validation read: the report's 'kit or fallback path, target, placement'."""
+
+    compile_path: str | None = None
+    compiled_target: list[str] = Field(default_factory=list)
+    placement: str = ""
+    documented: list[str] = Field(default_factory=list, description="fallback/intent notes: 'kind (source file:line): reason'")
+
+
 class HardReport(BaseModel):
     tool: str = "model-compile"
     version: str
@@ -72,6 +81,11 @@ class HardReport(BaseModel):
     runtime: dict[str, Any] | None = Field(default=None, description="rank-0 runtime JSON written by the smoke run")
     runtime_files: list[str] = Field(default_factory=list)
     trace: TraceSummary | None = None
+    wiring: Wiring = Field(default_factory=Wiring)
+    gaps: list[str] = Field(
+        default_factory=list,
+        description="what this run did not establish: layers not run, CPU-only, graph breaks, recompiles, latency",
+    )
     verdict: Verdict = "incomplete"
     summary: str = ""
 

@@ -10,6 +10,17 @@ DISCLAIMER_CPU = (
 )
 
 
+def _wiring_lines(report: HardReport) -> list[str]:
+    w = report.wiring
+    if w.compile_path is None:
+        return []
+    lines = [f"compile path: {w.compile_path}; target: {', '.join(w.compiled_target) or '-'}"]
+    if w.placement:
+        lines.append(f"placement: {w.placement}")
+    lines += [f"documented: {d}" for d in w.documented]
+    return lines
+
+
 def _runtime_lines(report: HardReport) -> list[str]:
     rt = report.runtime
     if not rt:
@@ -45,6 +56,7 @@ def to_text(report: HardReport) -> str:
     ]
     if env.cpu_only:
         out.append(DISCLAIMER_CPU)
+    out.extend(_wiring_lines(report))
     for layer in report.layers:
         counts = ""
         if layer.counts:
@@ -64,6 +76,9 @@ def to_text(report: HardReport) -> str:
             f"trace: {tr.index_html or tr.log} compiles {tr.compiles} graph breaks {tr.graph_breaks} "
             f"recompile reasons {len(tr.recompile_reasons)}" + (f" ({tr.note})" if tr.note else "")
         )
+    if report.gaps:
+        out.append("gaps:")
+        out.extend(f"  - {g}" for g in report.gaps)
     out.append(f"verdict: {report.verdict.upper()}: {report.summary}")
     out.append(f"logs: {report.out_dir}")
     return "\n".join(out) + "\n"
@@ -79,7 +94,8 @@ def to_markdown(report: HardReport) -> str:
     ]
     if env.cpu_only:
         out += [f"> {DISCLAIMER_CPU}", ""]
-    out += ["| layer | status | label | tests | time | command |", "|---|---|---|---|---|---|"]
+    out += ["## Compile wiring", "", *[f"- {line.strip()}" for line in _wiring_lines(report)], ""]
+    out += ["## Validation", "", "| layer | status | label | tests | time | command |", "|---|---|---|---|---|---|"]
     for layer in report.layers:
         c = layer.counts
         tests = f"{c.passed}/{c.tests} passed" if c else ""
@@ -97,6 +113,8 @@ def to_markdown(report: HardReport) -> str:
     out += ["## Runtime", "", "```", *_runtime_lines(report), "```", ""]
     if report.trace:
         out += [f"Trace: `{report.trace.index_html or report.trace.log}` {report.trace.note or ''}", ""]
+    if report.gaps:
+        out += ["## Gaps", "", *[f"- {g}" for g in report.gaps], ""]
     out.append(f"**Verdict: {report.verdict}** — {report.summary}")
     return "\n".join(out) + "\n"
 

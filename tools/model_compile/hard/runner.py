@@ -23,7 +23,7 @@ from model_compile.discover.tree import InputError
 from model_compile.hard import environment as env_mod
 from model_compile.hard import layers, proc, render
 from model_compile.hard.junit import parse_junit
-from model_compile.hard.models import HardReport, LayerResult
+from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.trace import summarise
 from model_compile.runtime import RUNTIME_DIR_ENV
 
@@ -58,33 +58,33 @@ def _child_env(out_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_soft(recipe_root: Path) -> LayerResult:
+def _wiring(recipe) -> Wiring:
+    if recipe is None:
+        return Wiring()
+    return Wiring(
+        compile_path=recipe.compile_path,
+        compiled_target=list(recipe.compiled_target),
+        placement=recipe.placement,
+        documented=[
+            f"{d.kind} ({d.source} {d.file}:{d.line}): {d.reason}"
+            for d in recipe.documentation
+            if d.source == "comment" or recipe.compile_path == f"fallback:{d.kind}"
+        ],
+    )
+
+
+def run_soft(recipe_root: Path) -> tuple[LayerResult, Wiring]:
+    """Layer 1: static review; also what it read about the wiring, for the report."""
+    from model_compile.analyze import analyze_path
+
     start = time.monotonic()
-    try:
-        from model_compile.analyze import analyze_path
-    except ImportError as exc:
-        return LayerResult(
-            name="soft", status="unavailable", label="static", reason=f"static analysis not available: {exc}"
-        )
     report = analyze_path(recipe_root, recipe=None)
-    compile_path = report.recipes[0].compile_path if report.recipes else None
+    recipe = report.recipes[0] if report.recipes else None
+    compile_path = recipe.compile_path if recipe else None
     errors = [f for f in report.all_findings() if f.severity == "error"]
     duration = time.monotonic() - start
     command = shlex.join(["model-compile", "validate", "--soft", str(recipe_root)])
-    if report.exit_code == 1:
-        return LayerResult(
-            name="soft",
-            status="failed",
-            label="static",
-            command=command,
-            exit_status=1,
-            duration_s=round(duration, 3),
-            reason="\n".join(f"{f.rule} {f.file}:{f.line}: {f.message}" for f in errors[:20]),
-            next_step=command,
-            findings=[f.model_dump() for f in errors[:50]],
-            compile_path=compile_path,
-        )
-    return LayerResult(
+    layer = LayerResult(
         name="soft",
         status="passed",
         label="static",
@@ -93,6 +93,11 @@ def run_soft(recipe_root: Path) -> LayerResult:
         duration_s=round(duration, 3),
         compile_path=compile_path,
     )
+    if report.exit_code == 1:
+        layer.status, layer.exit_status, layer.next_step = "failed", 1, command
+        layer.reason = "\n".join(f"{f.rule} {f.file}:{f.line}: {f.message}" for f in errors[:20])
+        layer.findings = [f.model_dump() for f in errors[:50]]
+    return layer, _wiring(recipe)
 
 
 def run_pytest_layer(spec, recipe_root, repo_root, python, env, timeout_s, out_dir, label) -> LayerResult:
@@ -186,6 +191,39 @@ def _verdict(report: HardReport) -> None:
         report.summary = "every layer passed"
     if report.environment.cpu_only and report.verdict != "failed":
         report.summary += " (cpu-only: rerun the commands on a GPU/NPU machine to check compiled behaviour there)"
+    report.gaps = _gaps(report)
+
+
+def _gaps(report: HardReport) -> list[str]:
+    """What this run did not establish, and the runtime costs it measured."""
+    gaps: list[str] = []
+    if report.environment.cpu_only:
+        gaps.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
+    for layer in report.layers:
+        if layer.status in ("not-run", "missing", "skipped", "unavailable"):
+            gaps.append(f"{layer.name}: {layer.status}" + (f" - run: {layer.next_step}" if layer.next_step else ""))
+    ran = {layer.name for layer in report.layers}
+    for name in ("structure", "smoke"):
+        if name not in ran and report.verdict == "failed":
+            gaps.append(f"{name}: not reached (stopped at the first failure)")
+    rt = report.runtime or {}
+    breaks = rt.get("graph_breaks", {})
+    if breaks.get("total"):
+        top = sorted(breaks.get("by_reason", {}).items(), key=lambda kv: -kv[1])[:3]
+        gaps.append(f"{breaks['total']} graph breaks ({'; '.join(f'{n}x {r}' for r, n in top)})")
+    rec = rt.get("recompiles", {})
+    if rec.get("count"):
+        first = (rec.get("reasons") or [{}])[0].get("reason", "").splitlines()
+        gaps.append(f"{rec['count']} recompiles" + (f" (first: {first[0].strip()[:120]})" if first else ""))
+    if rt.get("recompile_limit", {}).get("hit"):
+        gaps.append("recompile_limit hit: frames fell back to eager")
+    timing = rt.get("timing", {})
+    if timing.get("first_step_s") is not None:
+        gaps.append(
+            f"compile latency: first step {timing['first_step_s']} s vs steady state {timing.get('steady_state_s')} s"
+            + (" (CPU timings; no speedup claimed)" if report.environment.cpu_only else "")
+        )
+    return gaps
 
 
 def validate_hard(
@@ -221,7 +259,7 @@ def validate_hard(
         out_dir=str(out_dir),
         environment=environment,
     )
-    soft = run_soft(recipe_root)
+    soft, report.wiring = run_soft(recipe_root)
     report.layers.append(soft)
     if soft.status == "failed":
         _verdict(report)

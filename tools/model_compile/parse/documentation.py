@@ -51,7 +51,12 @@ def comment_docs(comments: dict[int, str], path: str) -> list[Documentation]:
     for line, body in sorted(comments.items()):
         parsed = parse_comment(body)
         if parsed and parsed[1]:
-            out.append(Documentation(kind=parsed[0], reason=parsed[1], file=path, line=line, source="comment"))
+            reason = parsed[1]
+            nxt = line + 1  # a reason continued on the following comment lines
+            while nxt in comments and comments[nxt] and parse_comment(comments[nxt]) is None and len(reason) < 300:
+                reason += " " + comments[nxt]
+                nxt += 1
+            out.append(Documentation(kind=parsed[0], reason=reason, file=path, line=line, source="comment"))
     return out
 
 
