@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from model_compile import __version__
-from model_compile.discover.recipes import find_recipes, group_files
+from model_compile.discover.recipes import find_recipes, group_files, repo_root_of
 from model_compile.discover.repo import repo_facts
 from model_compile.discover.tree import DiskTree, InputError, OverlayTree, SourceTree
 from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport, Report
@@ -85,13 +85,6 @@ def analyze_tree(
     return report
 
 
-def _repo_root_of(recipe_dir: Path) -> Path | None:
-    for parent in [recipe_dir, *recipe_dir.parents]:
-        if (parent / "recipes").is_dir() and parent != recipe_dir:
-            return parent
-    return None
-
-
 def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str] | None = None) -> Report:
     """Analyse a repository root (recipes/ inside) or one recipe folder on disk.
 
@@ -126,7 +119,7 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
     tree = _tree(path)
     if not find_recipes(tree):
         raise InputError(f"{path}: no recipes found (expected recipes/<name>/ or a folder with engine/ and configs/)")
-    repo_root = _repo_root_of(path.resolve())
+    repo_root = repo_root_of(path)
     repo_tree = _RelTree(DiskTree(repo_root), path.resolve(), repo_root) if repo_root else None
     return analyze_tree(tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name)
 

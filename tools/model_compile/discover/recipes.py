@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from model_compile.discover.tree import SourceTree
 
@@ -61,3 +62,19 @@ def find_recipes(tree: SourceTree, single_name: str | None = None) -> list[Recip
     if any(_is_recipe_marker(f) for f in tree.files()):
         return [RecipeLocation(single_name or "recipe", "")]
     return []
+
+
+def repo_root_of(recipe_dir: Path) -> Path | None:
+    """The repository holding a recipe folder: the folder above its `recipes/`,
+    else the nearest ancestor with a `recipes/` folder; None when there is none.
+
+    The `recipes/` layout decides, not the git top level: a repository can sit
+    inside another checkout (a vendored example, a test fixture).
+    """
+    recipe_dir = Path(recipe_dir).resolve()
+    if recipe_dir.parent.name == "recipes":
+        return recipe_dir.parent.parent
+    for parent in recipe_dir.parents:
+        if (parent / "recipes").is_dir():
+            return parent
+    return None

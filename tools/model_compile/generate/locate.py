@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_compile.discover.recipes import repo_root_of
 from model_compile.discover.tree import InputError
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
@@ -35,12 +36,14 @@ class RecipeFiles:
 
 
 def repo_root(recipe: Path) -> Path:
+    """The recipe's repository (its `recipes/` layout first, then the git top level)."""
     recipe = recipe.resolve()
+    found = repo_root_of(recipe)
+    if found is not None:
+        return found
     for parent in [recipe, *recipe.parents]:
         if (parent / ".git").exists():
             return parent
-    if recipe.parent.name == "recipes":
-        return recipe.parent.parent
     return recipe
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import model_compile
+from model_compile.discover.recipes import repo_root_of
 from model_compile.discover.tree import InputError
 from model_compile.hard import environment as env_mod
 from model_compile.hard import layers, proc, render
@@ -45,8 +46,7 @@ def resolve_recipe(path: Path, recipe: str | None) -> tuple[Path, Path]:
         raise InputError(f"--hard validates one recipe: pass a recipe folder or --recipe NAME (one of {', '.join(names)})")
     if not ((path / "tests").is_dir() or (path / "configs").is_dir() or (path / "engine").is_dir()):
         raise InputError(f"{path} does not look like a recipe (no tests/, configs/ or engine/)")
-    repo = path.parents[1] if path.parent.name == "recipes" else path.parent
-    return path, repo
+    return path, repo_root_of(path) or path.parent
 
 
 def _child_env(out_dir: Path) -> dict[str, str]:
