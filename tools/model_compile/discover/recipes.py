@@ -30,10 +30,6 @@ class RecipeLocation:
     def owns(self, path: str) -> bool:
         return not self.prefix or path.startswith(self.prefix + "/")
 
-    def local(self, path: str) -> str:
-        """Recipe-relative path of a tree path."""
-        return path[len(self.prefix) + 1 :] if self.prefix else path
-
 
 def _is_recipe_marker(rel: str) -> bool:
     """engine/*.py or configs/schema.py, relative to a recipe folder."""

@@ -7,6 +7,7 @@ import ast
 
 from model_compile.discover.tree import SourceTree, read_text
 from model_compile.findings.models import KitFacts
+from model_compile.ledger.classify import classify_call
 from model_compile.ledger.recipe import RepoFacts
 from model_compile.parse.python import dotted
 
@@ -25,14 +26,14 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
             for node in ast.walk(fn):
                 if not isinstance(node, ast.Call):
                     continue
-                name = dotted(node.func) or ""
-                if name == "torch.compile":
+                kind, facts = classify_call(node)
+                if kind == "compile" and facts.get("style") == "torch.compile":
                     arg = node.args[0] if node.args else None
                     if not (isinstance(arg, ast.Attribute) and arg.attr == "forward"):
                         wrapper = True
-                elif isinstance(node.func, ast.Attribute) and node.func.attr == "compile":
+                elif kind == "compile" and facts.get("style") == "inplace":
                     in_place = True
-                elif name.endswith(("compiler.disable", "_dynamo.disable")) and node.args:
+                elif kind == "graph_break" and node.args:
                     target = ast.unparse(node.args[0])
                     disables.append(target[: -len(".forward")] if target.endswith(".forward") else target)
             out.append(

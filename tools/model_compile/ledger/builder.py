@@ -193,7 +193,7 @@ class LedgerBuilder:
                 if ctx.reachable:
                     frame.returned.append(ident)
                 if ctx.depth == 0 and stmt.value is not None:
-                    self._event("return", stmt, frame, ctx, call=self.module_of(frame).segment(stmt), target_expr=stmt.value)
+                    self._event("return", stmt, frame, ctx, call=frame.module.segment(stmt), target_expr=stmt.value)
             return "return"
         if isinstance(stmt, ast.If):
             return self._if(stmt, frame, ctx)
@@ -337,7 +337,7 @@ class LedgerBuilder:
                 target = call.func.value  # type: ignore[union-attr]
             else:
                 target = _first_arg(call, "model")
-                if target is not None and _looks_like_function(target, frame):
+                if target is not None and _looks_like_function(target):
                     extra["compile_style"] = "function"
                     target = target.value if isinstance(target, ast.Attribute) and target.attr == "forward" else target
                 else:
@@ -392,9 +392,6 @@ class LedgerBuilder:
         self._stack.append(callee.node)
         self._block(callee.node.body, inner, ctx.but(depth=ctx.depth + 1, via=ctx.via + (frame.module.segment(call),)))
         self._stack.pop()
-
-    def module_of(self, frame: Frame) -> PyModule:
-        return frame.module
 
     def _event(self, kind: str, node: ast.AST, frame: Frame, ctx: Ctx, call: str | None = None,
                target_expr: ast.expr | None = None, target_text: str | None = None, kit: bool = False, **extra) -> None:
@@ -492,7 +489,7 @@ def _first_arg(call: ast.Call, keyword: str) -> ast.expr | None:
     return None
 
 
-def _looks_like_function(expr: ast.expr, frame: Frame) -> bool:
+def _looks_like_function(expr: ast.expr) -> bool:
     if isinstance(expr, ast.Attribute) and expr.attr in ("forward", "__call__"):
         return True
     if isinstance(expr, ast.Lambda):

@@ -113,6 +113,11 @@ def _has_dtype(call: ast.Call) -> bool:
     return False
 
 
+def is_graph_break_call(call: ast.Call) -> bool:
+    """`torch.compiler.disable(...)` / `torch._dynamo.disable(...)` (any import spelling)."""
+    return classify_call(call)[0] == "graph_break"
+
+
 def is_graph_break_decorator(node: ast.expr) -> bool:
     """`@torch.compiler.disable` or `@torch._dynamo.disable(...)` style decorators."""
     target = node.func if isinstance(node, ast.Call) else node

@@ -49,9 +49,6 @@ class RecipeContext:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     _comment_lines: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
 
-    def doc(self, kind: str) -> list[Documentation]:
-        return [d for d in self.docs if d.kind == kind]
-
     def documented(self, kind: str, path: str | None, line: int | None) -> Documentation | None:
         """The `# model-compile: <kind>` comment covering `path:line`, if any."""
         if not path or not line:
@@ -63,6 +60,7 @@ class RecipeContext:
         return documented_at(self.docs, kind, path, line, self._comment_lines[path])
 
     def readme_documents(self, kind: str) -> bool:
+        """A README Compile section names this kind with a reason."""
         return any(d.source == "readme" and d.kind == kind for d in self.docs)
 
 

@@ -110,8 +110,7 @@ class EnabledWithoutIntent(Rule):
     ]
 
     def check(self, ctx, report):
-        readme = any(d.source == "readme" and d.kind == "enabled" for d in ctx.docs)
-        if readme:
+        if ctx.readme_documents("enabled"):
             return
         schema = ctx.config.schema_
         enabled = schema.fields.get("enabled")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.summary import FALLBACK_KINDS, code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events
 from model_compile.rules.scaffold import CANONICAL_BODY
@@ -104,8 +105,7 @@ class UndocumentedGraphBreak(Rule):
     ]
 
     def check(self, ctx, report):
-        readme_ok = any(d.source == "readme" and d.kind == "graph-break" for d in ctx.docs)
-        if readme_ok:
+        if ctx.readme_documents("graph-break"):
             return
         for path, mod in ctx.modules.items():
             if "disable" not in mod.text:
@@ -113,13 +113,11 @@ class UndocumentedGraphBreak(Rule):
             for node in ast.walk(mod.tree):
                 line = None
                 if isinstance(node, ast.Call):
-                    name = ast.unparse(node.func)
-                    if name.endswith(("compiler.disable", "_dynamo.disable")):
+                    if is_graph_break_call(node):
                         line = node.lineno
                 elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     for dec in node.decorator_list:
-                        target = dec.func if isinstance(dec, ast.Call) else dec
-                        if ast.unparse(target).endswith(("compiler.disable", "_dynamo.disable")):
+                        if is_graph_break_decorator(dec):
                             line = dec.lineno
                 if line is None:
                     continue

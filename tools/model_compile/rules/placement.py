@@ -162,9 +162,7 @@ class CompileAfterWrap(Rule):
             wraps = [w for w in events[:idx] if w.kind == "wrap" and w.reachable and not exclusive(w, c)]
             if not wraps:
                 continue
-            if ctx.documented("post-wrap", c.file, c.line) or any(
-                d.source == "readme" and d.kind == "post-wrap" for d in ctx.docs
-            ):
+            if ctx.documented("post-wrap", c.file, c.line) or ctx.readme_documents("post-wrap"):
                 continue
             yield self.finding(ctx, c.file, c.line, f"`{c.call}` runs after distributed wrapping (`{wraps[-1].call}`, line {wraps[-1].line})")
 
