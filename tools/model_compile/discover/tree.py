@@ -26,12 +26,17 @@ class SourceTree(Protocol):
         """Raw content, or None when the file does not exist."""
 
 
+def is_binary(data: bytes | None) -> bool:
+    """A NUL byte near the start, as git judges it."""
+    return data is not None and b"\0" in data[:8192]
+
+
 def read_text(tree: SourceTree, path: str) -> tuple[str | None, str | None]:
     """(text, problem): UTF-8 text, or None and why it could not be read."""
     data = tree.read_bytes(path)
     if data is None:
         return None, "missing"
-    if b"\0" in data[:8192]:
+    if is_binary(data):
         return None, "binary file"
     try:
         return data.decode("utf-8"), None

@@ -17,7 +17,8 @@ from pathlib import Path
 import git
 from gitdb.exc import BadName, BadObject
 
-from model_compile.discover.tree import InputError
+from model_compile.discover.recipes import group_files
+from model_compile.discover.tree import InputError, is_binary
 from model_compile.review.gittree import GitTree, WorkTree
 from model_compile.review.models import ChangedFile
 
@@ -172,10 +173,6 @@ def classify(path: str, kit_files: set[str]) -> tuple[str | None, str]:
     return None, "shared"
 
 
-def _is_binary(data: bytes | None) -> bool:
-    return data is not None and b"\0" in data[:8192]
-
-
 def _kit_file(side: Side, path: str | None) -> bool:
     if not path or not path.endswith(".py"):
         return False
@@ -198,7 +195,7 @@ def _pair_untracked_renames(base: Side, head: Side, added: list[str], deleted: l
             if old == new:
                 best, score = d, 1.0
                 break
-            if _is_binary(old) or _is_binary(new):
+            if is_binary(old) or is_binary(new):
                 continue
             sm = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
             if sm.real_quick_ratio() > score and sm.quick_ratio() > score:
@@ -254,7 +251,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
             out = [f for f in out if not (f.change == "deleted" and f.path in pairs.values())]
         for p in untracked:
             data = head.tree.read_bytes(p) or b""
-            binary = _is_binary(data)
+            binary = is_binary(data)
             lines = [] if binary else list(range(1, data.count(b"\n") + 2))
             if p in pairs:
                 old_data = base.tree.read_bytes(pairs[p]) or b""
@@ -284,12 +281,7 @@ def _changed_by_difflib(old: bytes, new: bytes) -> list[int]:
 
 def recipe_names(tree) -> Counter:
     """Recipe folders (`recipes/<name>/` holding at least one file) -> how many files."""
-    names: Counter = Counter()
-    for p in tree.files():
-        parts = p.split("/")
-        if len(parts) >= 3 and parts[0] == "recipes":
-            names[parts[1]] += 1
-    return names
+    return Counter({name: len(files) for name, files in group_files(tree).items()})
 
 
 def recipe_renames(files: list[ChangedFile], base_names: Counter, head_names: Counter) -> dict[str, str]:
