@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from model_compile.compile_config import BACKENDS, MODES
 from model_compile.discover.tree import InputError
 
 PATHS = ("kit", "submodule", "graph-break", "post-wrap", "regional")
 FALLBACKS = PATHS[1:]
-BACKENDS = ("inductor", "aot_eager", "eager")
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # Where prepare_model() reads the compile section (the repo convention).
 CONFIG_EXPR = "self.config.model.compile"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from model_compile.compile_config import BACKENDS, MODES
 from model_compile.templating import render
 
 TEMPLATES = {
@@ -17,8 +18,8 @@ TEMPLATES = {
     "test_compile_parity.py": "recipe_tests/test_compile_parity.py.j2",
 }
 
-ALLOWED_BACKENDS = ["inductor", "aot_eager", "eager"]
-ALLOWED_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+ALLOWED_BACKENDS = list(BACKENDS)
+ALLOWED_MODES = list(MODES)
 
 # Graph-break budgets by compile path, from the tiny Qwen2-VL measurements
 # (kit: ~19 breaks, regional: ~3, whole model: ~28) with headroom. Recompile

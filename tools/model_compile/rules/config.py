@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from model_compile.compile_config import BACKENDS, MODES
 from model_compile.rules.base import Example, Rule, compile_events, gate_state
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE
 
-ALLOWED = {
-    "backend": ["inductor", "aot_eager", "eager"],
-    "mode": ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
-}
+ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
 NO_COMPILE_SCHEMA = SCHEMA.replace(
     "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
 )
