@@ -36,7 +36,7 @@ def run_generate(*argv: str) -> tuple[int, str, str]:
     """Run the generate subcommand as the CLI does (one-line errors, exit 2)."""
     from model_compile import cli
     from model_compile.commands import generate
-    from model_compile.discover.tree import InputError
+    from model_compile.errors import InputError
 
     parser = cli._Parser(prog="model-compile")
     sub = parser.add_subparsers(dest="command", parser_class=cli._Parser)

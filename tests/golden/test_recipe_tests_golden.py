@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from model_compile.hard.recipe_tests import TEMPLATES, default_context, render_recipe_tests
+from model_compile.recipe_tests import TEMPLATES, default_context, render_recipe_tests
 
 GOLDEN = Path(__file__).parent / "recipe_tests"
 UPDATE = os.environ.get("MODEL_COMPILE_UPDATE_GOLDEN") == "1"

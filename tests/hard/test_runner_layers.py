@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from model_compile.cli import main
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 from model_compile.hard.junit import parse_junit
 from model_compile.hard.runner import validate_hard
 

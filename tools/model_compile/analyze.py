@@ -11,12 +11,14 @@ from pathlib import Path
 
 from model_compile import __version__
 from model_compile.discover.recipes import find_recipes, group_files, repo_root_of
-from model_compile.discover.repo import repo_facts
-from model_compile.discover.tree import DiskTree, InputError, OverlayTree, SourceTree
-from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport, Report
-from model_compile.ledger.recipe import RecipeContext, RepoFacts, build_context
+from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree
+from model_compile.errors import InputError
+from model_compile.findings.models import RecipeReport, Report
+from model_compile.ledger.recipe import RecipeContext, build_context
+from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules import ALL_RULES
+from model_compile.rules.finding import SEVERITY_ORDER, Finding
 
 
 def review_context(ctx: RecipeContext) -> RecipeReport:
@@ -33,7 +35,7 @@ def review_context(ctx: RecipeContext) -> RecipeReport:
     )
     findings: list[Finding] = []
     for rule in ALL_RULES:
-        findings.extend(rule().check(ctx, report))
+        findings.extend(rule().check(ctx))
     report.findings = _dedupe(findings)
     return report
 
@@ -122,6 +124,19 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
     repo_root = repo_root_of(path)
     repo_tree = _RelTree(DiskTree(repo_root), path.resolve(), repo_root) if repo_root else None
     return analyze_tree(tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name)
+
+
+def review_recipe(recipe_dir: Path | str, overlay: dict[Path, str] | None = None) -> RecipeReport:
+    """Soft-validate one recipe folder on disk and return its report (static; imports nothing).
+
+    `overlay` (absolute path -> text) reviews planned contents instead of the files on disk.
+    """
+    report = analyze_path(Path(recipe_dir), overlay=overlay)
+    if len(report.recipes) != 1:
+        raise InputError(f"{recipe_dir}: expected one recipe, found {len(report.recipes)}")
+    recipe = report.recipes[0]
+    recipe.findings = report.findings + recipe.findings  # kit findings affect this recipe too
+    return recipe
 
 
 class _RelTree:

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from model_compile.discover.tree import InputError
+    from model_compile.errors import InputError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -15,15 +15,16 @@ import json
 import sys
 from pathlib import Path
 
-from model_compile.discover.tree import InputError
-from model_compile.generate.options import BACKENDS, MODES, PATHS, Options
+from model_compile.errors import InputError
+from model_compile.generate.options import Options
+from model_compile.vocabulary import BACKENDS, GENERATE_PATHS, MODES
 
 
 def add_parser(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text,
                        epilog="Exit codes: 0 ok or nothing to change, 1 soft validation errors after writing, 2 input error.")
     p.add_argument("recipe", type=Path, help="recipe folder (recipes/<name>)")
-    p.add_argument("--path", choices=PATHS, default="kit", help="kit (default) or a documented fallback")
+    p.add_argument("--path", choices=GENERATE_PATHS, default="kit", help="kit (default) or a documented fallback")
     p.add_argument("--target", help="submodule / disabled region / block list (default: inferred statically)")
     p.add_argument("--reason", help="why the fallback is needed (required for fallbacks)")
     p.add_argument("--backend", choices=BACKENDS, default="inductor", help="config default backend")

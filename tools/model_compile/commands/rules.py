@@ -14,7 +14,7 @@ def add_parser(sub, name: str, help_text: str) -> None:
 
 
 def run(args) -> int:
-    from model_compile.discover.tree import InputError
+    from model_compile.errors import InputError
     from model_compile.render.rules_doc import rules_markdown
     from model_compile.rules import ALL_RULES, RULES_BY_ID
 

@@ -12,10 +12,6 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Protocol
 
 
-class InputError(Exception):
-    """Unusable input: reported as one line on stderr with exit code 2."""
-
-
 class SourceTree(Protocol):
     """Files addressed by POSIX paths relative to the tree root."""
 

@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 from model_compile.generate.plan import FileChange, Plan
 
 

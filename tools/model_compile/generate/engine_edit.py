@@ -22,7 +22,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 from model_compile.ledger.models import Event, Ledger
 
 KIT_SUFFIX = "ModelKit"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_compile.discover.recipes import repo_root_of
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
 KIT_CLASS = "MLLMModelKit"

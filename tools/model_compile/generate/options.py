@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_compile.compile_config import BACKENDS, MODES
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
+from model_compile.vocabulary import BACKENDS, FALLBACK_KINDS, GENERATE_PATHS, MODES
 
-PATHS = ("kit", "submodule", "graph-break", "post-wrap", "regional")
-FALLBACKS = PATHS[1:]
 # Where prepare_model() reads the compile section (the repo convention).
 CONFIG_EXPR = "self.config.model.compile"
 
@@ -27,13 +25,13 @@ class Options:
     def check(self) -> None:
         if not self.recipe.is_dir():
             raise InputError(f"recipe folder not found: {self.recipe}")
-        if self.path not in PATHS:
-            raise InputError(f"--path must be one of {', '.join(PATHS)}")
+        if self.path not in GENERATE_PATHS:
+            raise InputError(f"--path must be one of {', '.join(GENERATE_PATHS)}")
         if self.backend not in BACKENDS:
             raise InputError(f"--backend must be one of {', '.join(BACKENDS)}")
         if self.mode not in MODES:
             raise InputError(f"--mode must be one of {', '.join(MODES)}")
-        if self.path in FALLBACKS:
+        if self.path in FALLBACK_KINDS:
             reason = (self.reason or "").strip()
             if len(reason.split()) < 3:
                 raise InputError(
@@ -49,7 +47,7 @@ class Options:
 
     @property
     def fallback(self) -> bool:
-        return self.path in FALLBACKS
+        return self.path in FALLBACK_KINDS
 
 
 def _dotted(text: str) -> bool:

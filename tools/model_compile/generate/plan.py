@@ -10,16 +10,16 @@ import libcst as cst
 
 from model_compile import templating
 from model_compile.analyze import analyze_path
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 from model_compile.generate import engine_edit, locate
-from model_compile.generate.options import FALLBACKS, Options
+from model_compile.generate.options import Options
 from model_compile.generate.readme_edit import edit_readme
-from model_compile.generate.recipe_tests import render_recipe_tests
 from model_compile.generate.schema_edit import edit_schema
 from model_compile.generate.snippets import Renderer
 from model_compile.generate.yaml_edit import edit_stage
 from model_compile.ledger.models import Ledger
-
+from model_compile.recipe_tests import default_context, planned_recipe_tests
+from model_compile.vocabulary import FALLBACK_KINDS, fallback_path
 
 PARITY_HELPERS = ("load_config", "resolve_engine_class")
 
@@ -167,7 +167,7 @@ def build_plan(opts: Options) -> Plan:
         plan.changes.append(FileChange(stage, files.rel(stage), text, y.text))
 
     # 4. README (fallbacks document kind, target and reason there too)
-    if opts.path in FALLBACKS:
+    if opts.path in FALLBACK_KINDS:
         old = _read(files.readme) if files.readme.is_file() else None
         new, note = edit_readme(
             old or "", lambda h: r.readme_section(h, opts.path, choice.target if opts.path != "post-wrap" else target, opts.reason)
@@ -178,8 +178,7 @@ def build_plan(opts: Options) -> Plan:
 
     # 5. recipe-local skill tests
     context = recipe_tests_context(files, opts, plan, first)
-    rendered, notes = render_recipe_tests(context, override)
-    plan.notes.extend(notes)
+    rendered = planned_recipe_tests(context, override)
     missing = locate.missing_testing_helpers(files.root, context.get("testing_module", ""), PARITY_HELPERS)
     if missing:
         rendered = {k: v for k, v in rendered.items() if not k.endswith("test_compile_parity.py")}
@@ -212,10 +211,8 @@ def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
 
 
 def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: dict) -> dict:
-    """Context for templates/recipe_tests/*.j2, filled through hard validation's default_context()."""
-    from model_compile.hard.recipe_tests import default_context
-
-    compile_path = "kit" if opts.path == "kit" else f"fallback:{opts.path}"
+    """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
+    compile_path = "kit" if opts.path == "kit" else fallback_path(opts.path)
     model_var = fx["model_var"]
     rel = plan.target[len(model_var) + 1 :] if plan.target.startswith(model_var + ".") else ""
     patterns = {

@@ -8,7 +8,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 from model_compile.generate.engine_edit import add_from_import, dotted
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from model_compile.analyze import review_recipe
+
 
 def soft_validate(recipe: Path, planned: dict[Path, str] | None = None) -> dict:
     """Review the recipe; with `planned` (path -> new text), review what the edit would leave."""
-    try:
-        from model_compile.api import review_recipe
-    except ImportError:
-        return {"available": False, "errors": 0, "summary": "not available in this build (model_compile.api missing)", "findings": []}
     report = review_recipe(recipe, overlay=planned)
     findings = [
         {"rule": f.rule, "severity": f.severity, "file": f.file, "line": f.line, "message": f.message}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 
 
 @dataclass

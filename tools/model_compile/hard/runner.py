@@ -20,7 +20,7 @@ from pathlib import Path
 
 import model_compile
 from model_compile.discover.recipes import repo_root_of
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 from model_compile.hard import environment as env_mod
 from model_compile.hard import layers, proc, render
 from model_compile.hard.junit import parse_junit

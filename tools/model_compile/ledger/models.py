@@ -28,19 +28,6 @@ EventKind = Literal[
 # whose result is kept; `function`: `torch.compile(<fn or .forward>)`.
 CompileStyle = Literal["kit", "inplace", "wrapper", "function"]
 
-CompilePath = Literal[
-    "kit",
-    "fallback:submodule",
-    "fallback:graph-break",
-    "fallback:post-wrap",
-    "fallback:regional",
-    "direct",
-    "none",
-]
-
-DocKind = Literal["submodule", "graph-break", "post-wrap", "regional", "enabled"]
-
-
 class Branch(BaseModel):
     """One arm of an `if` (or loop body) an event sits in."""
 
@@ -87,16 +74,6 @@ class Event(BaseModel):
         default=False,
         description="wrapper compile whose result is kept as the model or stored into it",
     )
-
-
-class Documentation(BaseModel):
-    """A `# model-compile: <kind> - <reason>` comment or README section."""
-
-    kind: DocKind
-    reason: str
-    file: str
-    line: int
-    source: Literal["comment", "readme"]
 
 
 class Ledger(BaseModel):

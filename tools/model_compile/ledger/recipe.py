@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from model_compile.discover.recipes import RecipeLocation
 from model_compile.discover.tree import SourceTree, read_text
-from model_compile.findings.models import ConfigFacts, KitFacts, SchemaFacts, StageFacts
 from model_compile.ledger.builder import Callable_, LedgerBuilder
-from model_compile.ledger.models import Documentation, Ledger
+from model_compile.ledger.models import Ledger
+from model_compile.ledger.repo import RepoFacts
 from model_compile.parse.documentation import (
     comment_docs,
     comment_only_lines,
@@ -18,17 +18,15 @@ from model_compile.parse.documentation import (
     readme_docs,
     yaml_comments,
 )
+from model_compile.parse.models import (
+    ConfigFacts,
+    Documentation,
+    SchemaFacts,
+    StageFacts,
+)
 from model_compile.parse.python import ParseFailure, PyModule, dotted, parse_module
 from model_compile.parse.schema import schema_facts
 from model_compile.parse.stages import stage_facts
-
-
-@dataclass
-class RepoFacts:
-    """Repository-wide facts: the kit's compile and wrappers that shard per block."""
-
-    kit: list[KitFacts] = field(default_factory=list)
-    per_block_wrappers: set[str] = field(default_factory=set)
 
 
 @dataclass

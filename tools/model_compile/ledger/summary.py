@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from model_compile.ledger.models import Documentation, Event
+from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.models import Documentation
+from model_compile.vocabulary import FALLBACK_KINDS, fallback_path
 
-FALLBACK_KINDS = ("submodule", "graph-break", "post-wrap", "regional")
 # Most specific first: a regional compile's README also talks about graph breaks.
 SHAPE_PRIORITY = ("regional", "post-wrap", "submodule", "graph-break")
 
@@ -61,7 +62,7 @@ def compile_path(ctx: RecipeContext) -> str:
     docs = [fallback_doc(ctx, e) for e in direct]
     if any(d is None for d in docs):
         return "direct"
-    return f"fallback:{docs[0].kind}"  # type: ignore[union-attr]
+    return fallback_path(docs[0].kind)  # type: ignore[union-attr]
 
 
 def compiled_targets(ctx: RecipeContext) -> list[str]:

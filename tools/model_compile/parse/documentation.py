@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import re
 
-from model_compile.ledger.models import Documentation
-
-KINDS = ("submodule", "graph-break", "post-wrap", "regional", "enabled")
+from model_compile.parse.models import Documentation
+from model_compile.vocabulary import DOC_KINDS
 
 COMMENT_RE = re.compile(
     r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
@@ -40,7 +39,7 @@ def parse_comment(text: str) -> tuple[str, str] | None:
         return None
     kind = m.group("kind").lower()
     reason = (m.group("reason") or "").strip()
-    if kind not in KINDS:
+    if kind not in DOC_KINDS:
         return None
     return kind, reason
 

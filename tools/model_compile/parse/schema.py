@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from model_compile.findings.models import FieldFact, SchemaFacts
+from model_compile.parse.models import FieldFact, SchemaFacts
 from model_compile.parse.python import PyModule, dotted
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from model_compile.findings.models import StageFacts
+from model_compile.parse.models import StageFacts
 
 _SCALARS = {"enabled", "backend", "mode"}
 # libyaml's composer when available: same safe node graph, several times faster.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from model_compile.findings.models import Report
-from model_compile.render.text import inspect_text, report_markdown, report_text
 from model_compile.render.sarif import github_annotations, sarif
+from model_compile.render.text import inspect_text, report_markdown, report_text
 
 
 def emit_report(report: Report, fmt: str, title: str = "model-compile") -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from model_compile.findings.models import Finding, RecipeReport, Report
+from model_compile.findings.models import RecipeReport, Report
+from model_compile.rules.finding import Finding
 
 
 def _finding_line(f: Finding) -> str:
@@ -84,7 +85,7 @@ def inspect_text(report: Report) -> str:
             )
             out.append(f"  schema: {s.root_class}.model.compile -> {s.compile_class}: {fields}")
         else:
-            out.append(f"  schema: no model.compile section" + (f" ({'; '.join(s.problems)})" if s.problems else ""))
+            out.append("  schema: no model.compile section" + (f" ({'; '.join(s.problems)})" if s.problems else ""))
         for st in r.config.stages:
             vals = ", ".join(f"{k}={v!r}" for k, v in st.values.items()) if st.has_compile else "no compile block"
             out.append(f"  stage {st.name}: {vals}")

@@ -18,7 +18,8 @@ import git
 from gitdb.exc import BadName, BadObject
 
 from model_compile.discover.recipes import group_files
-from model_compile.discover.tree import InputError, is_binary
+from model_compile.discover.tree import is_binary
+from model_compile.errors import InputError
 from model_compile.review.gittree import GitTree, WorkTree
 from model_compile.review.models import ChangedFile
 

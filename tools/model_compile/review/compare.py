@@ -5,8 +5,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from model_compile.findings.models import SEVERITY_ORDER, Finding, RecipeReport
-from model_compile.review.models import DiffFinding, EventView, LedgerView, Side, ValueChange
+from model_compile.findings.models import RecipeReport
+from model_compile.review.models import (
+    DiffFinding,
+    EventView,
+    LedgerView,
+    Side,
+    ValueChange,
+)
+from model_compile.rules.finding import SEVERITY_ORDER, Finding
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
 NEAR = 3  # lines: a finding this close to a changed line is "near the change"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import git
 
-from model_compile.discover.tree import InputError
+from model_compile.errors import InputError
 
 # ls-tree modes: regular and executable files. Symlinks (120000) and
 # submodules (160000) are not files of this repository's source.

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from model_compile.findings.models import Finding
+from model_compile.rules.finding import Finding
 
 FileKind = Literal["engine", "schema", "config", "model", "docs", "tests", "other", "kit", "skill", "shared"]
 FileChange = Literal["added", "modified", "deleted", "renamed"]

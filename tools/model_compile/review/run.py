@@ -6,12 +6,20 @@ import os
 from typing import Callable
 
 from model_compile import __version__
-from model_compile.discover.tree import InputError, SourceTree
-from model_compile.findings.models import Finding, Report
+from model_compile.discover.tree import SourceTree
+from model_compile.errors import InputError
+from model_compile.findings.models import Report
 from model_compile.review import changes as ch
-from model_compile.review.compare import config_changes, kit_changes, ledger_changes, side_view, split_findings
+from model_compile.review.compare import (
+    config_changes,
+    kit_changes,
+    ledger_changes,
+    side_view,
+    split_findings,
+)
 from model_compile.review.gittree import open_repo
 from model_compile.review.models import DiffReport, RecipeDiff, Revision
+from model_compile.rules.finding import Finding
 
 Analyzer = Callable[[SourceTree, "list[str] | None"], Report]
 

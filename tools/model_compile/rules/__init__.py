@@ -10,7 +10,12 @@ from model_compile.rules.config import (
     SchemaLacksCompile,
     UntypedCompileChoice,
 )
-from model_compile.rules.path import CompileOutsideKit, FallbackKindMismatch, TorchCompileWrapper, UndocumentedGraphBreak
+from model_compile.rules.path import (
+    CompileOutsideKit,
+    FallbackKindMismatch,
+    TorchCompileWrapper,
+    UndocumentedGraphBreak,
+)
 from model_compile.rules.placement import (
     CheckpointingAfterCompile,
     CompileAfterWrap,

@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterable
 
-from model_compile.findings.models import Finding, RecipeReport, Severity
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.rules.finding import Finding, Severity
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Rule:
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 
-    def check(self, ctx: RecipeContext, report: RecipeReport) -> Iterable[Finding]:
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         raise NotImplementedError
 
     def finding(self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None) -> Finding:

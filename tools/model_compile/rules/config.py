@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from model_compile.compile_config import BACKENDS, MODES
+from collections.abc import Iterable
+
+from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, compile_events, gate_state
+from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE
+from model_compile.vocabulary import BACKENDS, MODES
 
 ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
 NO_COMPILE_SCHEMA = SCHEMA.replace(
@@ -27,7 +31,7 @@ class SchemaLacksCompile(Rule):
         Example(schema=SCHEMA.replace('    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', "")),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         events = compile_events(ctx)
         if not events:
             return
@@ -62,7 +66,7 @@ class InvalidCompileValue(Rule):
         Example(schema=SCHEMA.replace('Literal["inductor", "aot_eager", "eager"]', 'Literal["inductor", "tensorrt"]')),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         schema = ctx.config.schema_
         for name in ("backend", "mode"):
             fact = schema.fields.get(name)
@@ -107,7 +111,7 @@ class EnabledWithoutIntent(Rule):
         Example(stages={"train": STAGE.replace("enabled: false", "enabled: true")}),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         if ctx.readme_documents("enabled"):
             return
         schema = ctx.config.schema_
@@ -158,7 +162,7 @@ class ConfigNotWired(Rule):
         ),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         events = compile_events(ctx)
         schema = ctx.config.schema_
         if not events and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
@@ -194,7 +198,7 @@ class UntypedCompileChoice(Rule):
     VALID = [Example()]
     INVALID = [Example(schema=SCHEMA.replace('backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"'))]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         schema = ctx.config.schema_
         for name in ("backend", "mode"):
             fact = schema.fields.get(name)

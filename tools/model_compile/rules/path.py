@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
-from model_compile.ledger.summary import FALLBACK_KINDS, code_shapes, fallback_doc, is_direct
+from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY
+from model_compile.vocabulary import FALLBACK_KINDS
 
 KIT_CALL = "self.model_kit.apply_model_compile(\n    model,\n    backend=self.config.model.compile.backend,\n    mode=self.config.model.compile.mode,\n)"
 _COMPILE_KW = "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode"
@@ -51,7 +55,7 @@ class CompileOutsideKit(Rule):
     ]
     INVALID = [Example(body=DIRECT_BODY)]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for _, event, _ in compile_events(ctx):
             if is_direct(event) and fallback_doc(ctx, event) is None:
                 yield self.finding(
@@ -104,7 +108,7 @@ class UndocumentedGraphBreak(Rule):
         ),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         if ctx.readme_documents("graph-break"):
             return
         for path, mod in ctx.modules.items():
@@ -173,7 +177,7 @@ class TorchCompileWrapper(Rule):
         ),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for _, event, _ in compile_events(ctx):
             if event.compile_style == "wrapper" and event.replaces_model:
                 yield self.finding(
@@ -205,7 +209,7 @@ class FallbackKindMismatch(Rule):
         )
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for _, event, _ in compile_events(ctx):
             if not is_direct(event):
                 continue

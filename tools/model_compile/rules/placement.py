@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
-from model_compile.rules.base import Example, Rule, compile_events, exclusive, same_model
+from collections.abc import Iterable
+
+from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.summary import code_shapes
+from model_compile.rules.base import (
+    Example,
+    Rule,
+    compile_events,
+    exclusive,
+    same_model,
+)
+from model_compile.rules.finding import Finding
 from model_compile.rules.path import KIT_CALL
 from model_compile.rules.scaffold import CANONICAL_BODY
 
@@ -45,7 +55,7 @@ class CompiledObjectNotReturned(Rule):
         ),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for ledger in ctx.ledgers:
             for e in ledger.events:
                 if e.kind != "compile" or not e.reachable:
@@ -70,7 +80,7 @@ class _AfterCompile(Rule):
     kinds: tuple[str, ...] = ()
     noun = ""
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for idx, c, events in compile_events(ctx):
             for later in events[idx + 1 :]:
                 if later.kind in self.kinds and later.reachable and not exclusive(c, later) and same_model(c, later):
@@ -157,7 +167,7 @@ class CompileAfterWrap(Rule):
         )
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for idx, c, events in compile_events(ctx):
             wraps = [w for w in events[:idx] if w.kind == "wrap" and w.reachable and not exclusive(w, c)]
             if not wraps:
@@ -179,7 +189,7 @@ class UnreachableCompile(Rule):
     VALID = [Example()]
     INVALID = [Example(body=_WITHOUT_COMPILE + _GATED_KIT)]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for ledger in ctx.ledgers:
             for e in ledger.events:
                 if e.kind == "compile" and not e.reachable:
@@ -209,7 +219,7 @@ class TwoCompilePaths(Rule):
         )
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         seen = compile_events(ctx)
         for i, (_, a, _) in enumerate(seen):
             for _, b, _ in seen[i + 1 :]:
@@ -244,7 +254,7 @@ class WholeModelBeforeBlockSharding(Rule):
         )
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for idx, c, events in compile_events(ctx):
             if "regional" in code_shapes(ctx, c) or "submodule" in code_shapes(ctx, c):
                 continue

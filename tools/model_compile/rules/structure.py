@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.rules.finding import Finding
 
 
 class FileDoesNotParse(Rule):
@@ -24,7 +28,7 @@ class FileDoesNotParse(Rule):
         Example(files={"model/notes.py": b"# caf\xe9 \xff\n"}, note="not UTF-8"),
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for failure in ctx.failures:
             yield self.finding(ctx, failure.path, failure.line, failure.message)
         for stage in ctx.config.stages:
@@ -61,7 +65,7 @@ class NoCompileSupport(Rule):
         )
     ]
 
-    def check(self, ctx, report):
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         if not ctx.ledgers or compile_events(ctx, reachable=False):
             return
         if ctx.config.schema_.compile_class or any(s.has_compile for s in ctx.config.stages):

@@ -4,12 +4,31 @@ whether the repository's wrapper shards block by block (FSDP2)."""
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
 
 from model_compile.discover.tree import SourceTree, read_text
-from model_compile.findings.models import KitFacts
 from model_compile.ledger.classify import classify_call
-from model_compile.ledger.recipe import RepoFacts
 from model_compile.parse.python import dotted
+
+
+class KitFacts(BaseModel):
+    """Where the repository's model kit defines `apply_model_compile`."""
+
+    file: str
+    line: int
+    class_name: str
+    in_place: bool = Field(description="compiles with module.compile() (keys unchanged)")
+    disables: list[str] = Field(default_factory=list, description="regions it wraps in compiler.disable")
+
+
+@dataclass
+class RepoFacts:
+    """Repository-wide facts: the kit's compile and wrappers that shard per block."""
+
+    kit: list[KitFacts] = field(default_factory=list)
+    per_block_wrappers: set[str] = field(default_factory=set)
 
 
 def _kit_facts(path: str, text: str) -> list[KitFacts]:

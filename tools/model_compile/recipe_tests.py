@@ -1,8 +1,10 @@
-"""Render the recipe test templates (skill asserts + parity test) for one recipe.
+"""Render the recipe-local skill tests (skill asserts + parity test) for one recipe.
 
-The `generate` command calls `render_recipe_tests(context)`; the context keys
-are documented in templates/README.md. `default_context()` fills every key
-that has a sensible default so callers only pass what they know.
+Shared by `generate` (which plans them as files of an edit) and hard
+validation (which writes them for the bundled example): neither stage owns
+the other. The context keys are documented in templates/README.md;
+`default_context()` fills every key that has a sensible default so callers
+only pass what they know.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from model_compile.compile_config import BACKENDS, MODES
 from model_compile.templating import render
+from model_compile.vocabulary import BACKENDS, MODES
+
+# Where the skill tests live inside a recipe (the repo's skill-asserts convention).
+DEST = "tests/skills/model-compile"
 
 TEMPLATES = {
     "asserts.py": "recipe_tests/asserts.py.j2",
@@ -36,6 +41,7 @@ TARGET_PATTERNS = {
 
 
 def default_context(recipe_name: str, compile_path: str = "kit", **overrides: Any) -> dict[str, Any]:
+    """The template context with every default filled; `overrides` win."""
     ctx: dict[str, Any] = {
         "recipe_name": recipe_name,
         "compile_path": compile_path,
@@ -63,8 +69,13 @@ def render_recipe_tests(context: dict[str, Any], override: Path | None = None) -
     return {name: render(template, context, override) for name, template in TEMPLATES.items()}
 
 
+def planned_recipe_tests(context: dict[str, Any], override: Path | None = None) -> dict[str, str]:
+    """{recipe-relative path: source}: the recipe tests as files of a planned edit."""
+    return {f"{DEST}/{name}": text for name, text in render_recipe_tests(context, override).items()}
+
+
 def write_recipe_tests(recipe_root: Path, context: dict[str, Any]) -> list[Path]:
-    out_dir = Path(recipe_root) / "tests" / "skills" / "model-compile"
+    out_dir = Path(recipe_root) / DEST
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in render_recipe_tests(context).items():

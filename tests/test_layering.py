@@ -1,0 +1,102 @@
+"""The package's data flows one way: discover -> parse -> ledger -> rules ->
+findings -> render, with the commands on top. Read from the imports (every
+`import`, also those inside functions), each unit may import only units on a
+lower layer, and the units' import graph has no cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tools" / "model_compile"
+
+# Lowest layer first. A unit is a subpackage (discover/) or a top-level module (analyze.py).
+LAYERS: list[set[str]] = [
+    {"errors", "vocabulary", "runtime", "_templates", "__init__"},
+    {"templating"},
+    {"recipe_tests"},
+    {"discover"},
+    {"parse"},
+    {"ledger"},
+    {"rules"},
+    {"findings"},
+    {"analyze", "render"},
+    {"generate", "review", "hard"},
+    {"commands", "api"},
+    {"cli"},
+]
+LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+
+
+def _unit(module: str) -> str:
+    """`model_compile.ledger.builder` -> `ledger`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("model_compile"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("model_compile"):
+                out.add(node.module)
+    return out
+
+
+def _unit_graph() -> dict[str, dict[str, set[str]]]:
+    """{unit: {imported unit: {importing file, ...}}}."""
+    graph: dict[str, dict[str, set[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = _unit(_module_name(path))
+        for target in _imports(path):
+            dst = _unit(target)
+            if dst != src and target != "model_compile":
+                graph.setdefault(src, {}).setdefault(dst, set()).add(str(path.relative_to(PACKAGE)))
+    return graph
+
+
+def test_every_unit_has_a_layer():
+    units = {_unit(_module_name(p)) for p in PACKAGE.rglob("*.py")}
+    assert units - set(LAYER_OF) == set(), "add the new unit to LAYERS (and to CONTRIBUTING.md)"
+
+
+def test_no_import_from_a_later_stage():
+    backwards = []
+    for src, targets in _unit_graph().items():
+        for dst, files in targets.items():
+            if LAYER_OF[dst] >= LAYER_OF[src]:
+                backwards.append(f"{src} (layer {LAYER_OF[src]}) imports {dst} (layer {LAYER_OF[dst]}) in {sorted(files)}")
+    assert not backwards, "\n".join(backwards)
+
+
+def test_no_import_cycle_between_units():
+    graph = {src: set(targets) for src, targets in _unit_graph().items()}
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, stack: list[str]) -> bool:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle.extend(stack[stack.index(nxt) :] + [node, nxt] if nxt in stack else [node, nxt])
+                return True
+            if state.get(nxt) is None and visit(nxt, stack + [node]):
+                return True
+        state[node] = 2
+        return False
+
+    for unit in sorted(graph):
+        if state.get(unit) is None and visit(unit, []):
+            break
+    assert not cycle, " -> ".join(cycle)

@@ -1,0 +1,65 @@
+"""What the parse stage reads out of a recipe's files: the schema's and each
+stage YAML's `model.compile` section, and documentation notes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from model_compile.vocabulary import DocKind
+
+
+class FieldFact(BaseModel):
+    """One `model.compile.<field>` as the schema declares it."""
+
+    present: bool = False
+    annotation: str | None = None
+    default: Any = None
+    default_text: str | None = None
+    allowed: list[Any] | None = Field(
+        default=None, description="Literal values, when the annotation is a Literal"
+    )
+    line: int | None = None
+
+
+class SchemaFacts(BaseModel):
+    """What `configs/schema.py` says about `model.compile`."""
+
+    file: str | None = None
+    root_class: str | None = None
+    model_class: str | None = None
+    compile_class: str | None = None
+    compile_field_line: int | None = None
+    fields: dict[str, FieldFact] = Field(default_factory=dict)
+    problems: list[str] = Field(default_factory=list)
+
+
+class StageFacts(BaseModel):
+    """The `model.compile` block of one stage YAML."""
+
+    file: str
+    name: str
+    has_compile: bool = False
+    values: dict[str, Any] = Field(default_factory=dict)
+    lines: dict[str, int] = Field(default_factory=dict)
+    problems: list[str] = Field(default_factory=list)
+
+
+class ConfigFacts(BaseModel):
+    """Schema defaults plus every stage YAML."""
+
+    schema_: SchemaFacts = Field(default_factory=SchemaFacts, alias="schema")
+    stages: list[StageFacts] = Field(default_factory=list)
+
+    model_config = {"populate_by_name": True}
+
+
+class Documentation(BaseModel):
+    """A `# model-compile: <kind> - <reason>` comment or README section."""
+
+    kind: DocKind
+    reason: str
+    file: str
+    line: int
+    source: Literal["comment", "readme"]
