@@ -12,6 +12,8 @@ from pathlib import Path
 
 import jinja2
 
+from model_compile.settings import load_settings
+
 
 def builtin_templates_dir() -> Path:
     """The package's own templates (repo `templates/`, shipped as model_compile._templates)."""
@@ -28,19 +30,8 @@ def builtin_templates_dir() -> Path:
 
 def override_dir_from_pyproject(repo_root: Path) -> Path | None:
     """`[tool.model-compile] templates` from the target repo's pyproject.toml."""
-    pyproject = repo_root / "pyproject.toml"
-    if not pyproject.is_file():
-        return None
-    try:
-        import tomllib  # Python 3.11+
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        return None
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("tool", {}).get("model-compile", {}).get("templates")
-    if not isinstance(value, str):
+    value = load_settings(repo_root).templates
+    if value is None:
         return None
     path = (repo_root / value).resolve()
     return path if path.is_dir() else None

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+# How serious a finding is.
+Severity = Literal["error", "warning", "info"]
+
 BACKENDS = ("inductor", "aot_eager", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 

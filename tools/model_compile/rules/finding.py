@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
-Severity = Literal["error", "warning", "info"]
+from model_compile.vocabulary import Severity
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
