@@ -63,3 +63,13 @@ def test_rule_is_documented(rule):
     for attr in ("id", "severity", "title", "what", "why", "example", "use_instead", "fix"):
         assert getattr(rule, attr), f"{rule.id} lacks {attr}"
     assert rule.VALID and rule.INVALID, f"{rule.id} needs VALID and INVALID examples"
+
+
+def test_replace_once_fails_loudly_on_a_missing_or_repeated_anchor():
+    from model_compile.rules.scaffold import replace_once
+
+    assert replace_once("a b c", "b", "B") == "a B c"
+    with pytest.raises(ValueError, match=r"'enabled: sometimes' occurs 0 times"):
+        replace_once("enabled: false\n", "enabled: sometimes", "enabled: true")
+    with pytest.raises(ValueError, match=r"'model' occurs 2 times"):
+        replace_once("model = build(model)\n", "model", "net")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from model_compile.compile_config import BACKENDS, MODES
 from model_compile.rules.base import Example, Rule, compile_events, gate_state
-from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE
+from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, replace_once
 
 ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
-NO_COMPILE_SCHEMA = SCHEMA.replace(
+NO_COMPILE_SCHEMA = replace_once(SCHEMA, 
     "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
 )
 
@@ -24,7 +24,7 @@ class SchemaLacksCompile(Rule):
     VALID = [Example()]
     INVALID = [
         Example(schema=NO_COMPILE_SCHEMA),
-        Example(schema=SCHEMA.replace('    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', "")),
+        Example(schema=replace_once(SCHEMA, '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', "")),
     ]
 
     def check(self, ctx, report):
@@ -54,12 +54,12 @@ class InvalidCompileValue(Rule):
     example = "compile:\n  enabled: yes-please\n  backend: inductr"
     use_instead = "backend: inductor | aot_eager | eager; mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs"
     fix = "use an allowed value"
-    VALID = [Example(), Example(stages={"train": STAGE.replace("backend: inductor", "backend: aot_eager")})]
+    VALID = [Example(), Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")})]
     INVALID = [
-        Example(stages={"train": STAGE.replace("backend: inductor", "backend: inductr")}),
-        Example(stages={"train": STAGE.replace("enabled: false", "enabled: sometimes")}),
-        Example(schema=SCHEMA.replace('mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"')),
-        Example(schema=SCHEMA.replace('Literal["inductor", "aot_eager", "eager"]', 'Literal["inductor", "tensorrt"]')),
+        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr")}),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes")}),
+        Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"')),
+        Example(schema=replace_once(SCHEMA, 'Literal["inductor", "aot_eager", "eager"]', 'Literal["inductor", "tensorrt"]')),
     ]
 
     def check(self, ctx, report):
@@ -100,11 +100,11 @@ class EnabledWithoutIntent(Rule):
     fix = "add `# model-compile: enabled - <reason>` on or above the line, or set it to false"
     VALID = [
         Example(),
-        Example(stages={"train": STAGE.replace("enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
     ]
     INVALID = [
-        Example(schema=SCHEMA.replace("    enabled: bool = False\n    backend", "    enabled: bool = True\n    backend")),
-        Example(stages={"train": STAGE.replace("enabled: false", "enabled: true")}),
+        Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True\n    backend")),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true")}),
     ]
 
     def check(self, ctx, report):
@@ -141,17 +141,28 @@ class ConfigNotWired(Rule):
     VALID = [
         Example(),
         Example(
-            body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:", "cfg = self.config.model.compile\nif cfg.enabled:")
-            .replace("backend=self.config.model.compile.backend", "backend=cfg.backend")
-            .replace("mode=self.config.model.compile.mode", "mode=cfg.mode"),
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n"
+                "    model = self.model_kit.apply_model_compile(\n"
+                "        model,\n"
+                "        backend=self.config.model.compile.backend,\n"
+                "        mode=self.config.model.compile.mode,\n",
+                "cfg = self.config.model.compile\n"
+                "if cfg.enabled:\n"
+                "    model = self.model_kit.apply_model_compile(\n"
+                "        model,\n"
+                "        backend=cfg.backend,\n"
+                "        mode=cfg.mode,\n",
+            ),
             note="local alias",
         ),
-        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
+        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
     ]
     INVALID = [
-        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if True:\n"), note="ungated"),
-        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"), note="inverted"),
-        Example(body=CANONICAL_BODY.replace("backend=self.config.model.compile.backend", 'backend="inductor"'), note="hard-coded backend"),
+        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if True:\n"), note="ungated"),
+        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"), note="inverted"),
+        Example(body=replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), note="hard-coded backend"),
         Example(
             body="model = self.model_kit.build_model(self.config.model.path)\nreturn parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
             note="config section exists, nothing compiles",
@@ -192,7 +203,7 @@ class UntypedCompileChoice(Rule):
     use_instead = 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"'
     fix = "type it with Literal[...] of the allowed values"
     VALID = [Example()]
-    INVALID = [Example(schema=SCHEMA.replace('backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"'))]
+    INVALID = [Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"'))]
 
     def check(self, ctx, report):
         schema = ctx.config.schema_

@@ -7,7 +7,7 @@ import ast
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.summary import FALLBACK_KINDS, code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events
-from model_compile.rules.scaffold import CANONICAL_BODY
+from model_compile.rules.scaffold import CANONICAL_BODY, replace_once
 
 KIT_CALL = "self.model_kit.apply_model_compile(\n    model,\n    backend=self.config.model.compile.backend,\n    mode=self.config.model.compile.mode,\n)"
 _COMPILE_KW = "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode"
@@ -16,11 +16,11 @@ _REGIONAL_LOOP = (
     "    for layer in model.model.language_model.layers:\n"
     f"        layer.compile({_COMPILE_KW})\n"
 )
-REGIONAL_BODY = CANONICAL_BODY.replace(
+REGIONAL_BODY = replace_once(CANONICAL_BODY, 
     _KIT_BLOCK,
     "    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n" + _REGIONAL_LOOP,
 )
-DIRECT_BODY = CANONICAL_BODY.replace(_KIT_BLOCK, _REGIONAL_LOOP)
+DIRECT_BODY = replace_once(CANONICAL_BODY, _KIT_BLOCK, _REGIONAL_LOOP)
 
 
 class CompileOutsideKit(Rule):
@@ -80,7 +80,7 @@ class UndocumentedGraphBreak(Rule):
     VALID = [
         Example(),
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 "if self.config.model.compile.enabled:\n",
                 "# model-compile: graph-break - the vision tower calls .tolist() on grid sizes\n"
                 "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
@@ -90,7 +90,7 @@ class UndocumentedGraphBreak(Rule):
     ]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 "if self.config.model.compile.enabled:\n",
                 "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
                 "if self.config.model.compile.enabled:\n",
@@ -145,7 +145,7 @@ class TorchCompileWrapper(Rule):
     VALID = [
         Example(),
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 KIT_CALL.replace("\n", "\n    "),
                 "model\n    # model-compile: submodule - forward only\n"
                 "    model.forward = torch.compile(model.forward, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)",
@@ -155,14 +155,14 @@ class TorchCompileWrapper(Rule):
     ]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 KIT_CALL.replace("\n", "\n    "),
                 "torch.compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
                 "    # model-compile: submodule - placeholder",
             )
         ),
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
                 "    # model-compile: regional - per layer\n"
                 "    for i, layer in enumerate(model.model.language_model.layers):\n"
@@ -197,7 +197,7 @@ class FallbackKindMismatch(Rule):
     VALID = [Example(), Example(body=REGIONAL_BODY)]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
                 "    # model-compile: regional - per block\n"
                 f"    model.compile({_COMPILE_KW})",

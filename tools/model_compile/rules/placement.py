@@ -5,17 +5,17 @@ from __future__ import annotations
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events, exclusive, same_model
 from model_compile.rules.path import KIT_CALL
-from model_compile.rules.scaffold import CANONICAL_BODY
+from model_compile.rules.scaffold import CANONICAL_BODY, replace_once
 
 _KIT = "    model = " + KIT_CALL.replace("\n", "\n    ")
 _GATED_KIT = "if self.config.model.compile.enabled:\n" + _KIT + "\n"
-_WITHOUT_COMPILE = CANONICAL_BODY.replace(_GATED_KIT, "")
+_WITHOUT_COMPILE = replace_once(CANONICAL_BODY, _GATED_KIT, "")
 _RETURN = "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
 
 
 def _move_compile_before(marker: str) -> str:
     """The canonical body with the compile block moved before `marker`."""
-    return _WITHOUT_COMPILE.replace(marker, _GATED_KIT + marker, 1)
+    return replace_once(_WITHOUT_COMPILE, marker, _GATED_KIT + marker)
 
 
 class CompiledObjectNotReturned(Rule):
@@ -30,7 +30,7 @@ class CompiledObjectNotReturned(Rule):
     VALID = [Example()]
     INVALID = [
         Example(
-            body=_WITHOUT_COMPILE.replace(
+            body=replace_once(_WITHOUT_COMPILE, 
                 _RETURN,
                 "if self.config.model.compile.enabled:\n"
                 "    shadow = copy.deepcopy(model)\n"
@@ -40,7 +40,7 @@ class CompiledObjectNotReturned(Rule):
             note="compiled a copy",
         ),
         Example(
-            body=CANONICAL_BODY.replace(_RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
+            body=replace_once(CANONICAL_BODY, _RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
             note="model rebuilt after compile",
         ),
     ]
@@ -140,7 +140,7 @@ class CompileAfterWrap(Rule):
     VALID = [
         Example(),
         Example(
-            body=_WITHOUT_COMPILE.replace(
+            body=replace_once(_WITHOUT_COMPILE, 
                 _RETURN,
                 "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
                 "if self.config.model.compile.enabled:\n"
@@ -153,7 +153,7 @@ class CompileAfterWrap(Rule):
     ]
     INVALID = [
         Example(
-            body=_WITHOUT_COMPILE.replace(_RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n")
+            body=replace_once(_WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n")
         )
     ]
 
@@ -198,7 +198,7 @@ class TwoCompilePaths(Rule):
     VALID = [Example()]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(CANONICAL_BODY, 
                 _RETURN,
                 "if self.config.model.compile.enabled:\n"
                 "    # model-compile: regional - per layer\n"

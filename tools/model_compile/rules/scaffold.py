@@ -6,6 +6,19 @@ import textwrap
 
 from model_compile.rules.base import Example
 
+
+def replace_once(text: str, old: str, new: str) -> str:
+    """`text` with its one occurrence of `old` replaced by `new`.
+
+    Rule examples are variations of shared texts (the canonical body, schema
+    and stage); a plain `str.replace` whose anchor has drifted returns the text
+    unchanged and the example silently tests the canonical recipe instead.
+    """
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"anchor {old!r} occurs {count} times in the example text; expected exactly once")
+    return text.replace(old, new)
+
 CANONICAL_BODY = """\
 model = self.model_kit.build_model(self.config.model.path).to(self.device)
 model = self.model_kit.apply_model_patches(model, [patch_attention])
