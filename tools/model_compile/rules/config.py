@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from model_compile.compile_config import BACKENDS, MODES
 from model_compile.rules.base import Example, Rule, compile_events, gate_state
-from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, replace_once
+from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, engine_text, mark, replace_once
 
 ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
-NO_COMPILE_SCHEMA = replace_once(SCHEMA, 
+NO_COMPILE_SCHEMA = replace_once(
+    SCHEMA,
     "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
 )
 
@@ -23,8 +24,16 @@ class SchemaLacksCompile(Rule):
     fix = "add a compile section class (enabled, backend, mode) and `compile` field on the model config"
     VALID = [Example()]
     INVALID = [
-        Example(schema=NO_COMPILE_SCHEMA),
-        Example(schema=replace_once(SCHEMA, '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', "")),
+        # Without a `compile` field there is no better line than the file's first.
+        Example(schema=mark(NO_COMPILE_SCHEMA, "from typing import Literal", "MC201"), note="no compile field"),
+        Example(
+            schema=mark(
+                replace_once(SCHEMA, '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', ""),
+                "compile: ExampleCompileConfig = Field",
+                "MC201",
+            ),
+            note="section lacks mode",
+        ),
     ]
 
     def check(self, ctx, report):
@@ -56,10 +65,10 @@ class InvalidCompileValue(Rule):
     fix = "use an allowed value"
     VALID = [Example(), Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")})]
     INVALID = [
-        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr")}),
-        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes")}),
-        Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"')),
-        Example(schema=replace_once(SCHEMA, 'Literal["inductor", "aot_eager", "eager"]', 'Literal["inductor", "tensorrt"]')),
+        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr  # <- MC202")}),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
+        Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"  # <- MC202')),
+        Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202')),
     ]
 
     def check(self, ctx, report):
@@ -103,8 +112,8 @@ class EnabledWithoutIntent(Rule):
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
     ]
     INVALID = [
-        Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True\n    backend")),
-        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true")}),
+        Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend")),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # <- MC203")}),
     ]
 
     def check(self, ctx, report):
@@ -160,11 +169,32 @@ class ConfigNotWired(Rule):
         Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
     ]
     INVALID = [
-        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if True:\n"), note="ungated"),
-        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"), note="inverted"),
-        Example(body=replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), note="hard-coded backend"),
+        # Findings on a multi-line call land on its first line.
         Example(
-            body="model = self.model_kit.build_model(self.config.model.path)\nreturn parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
+            body=mark(replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if True:\n"), "apply_model_compile(", "MC204"),
+            note="ungated",
+        ),
+        Example(
+            body=mark(
+                replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="inverted",
+        ),
+        Example(
+            body=mark(replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), "apply_model_compile(", "MC204"),
+            note="hard-coded backend",
+        ),
+        Example(
+            engine=mark(
+                engine_text(
+                    "model = self.model_kit.build_model(self.config.model.path)\n"
+                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+                ),
+                "def prepare_model(self):",
+                "MC204",
+            ),
             note="config section exists, nothing compiles",
         ),
     ]
@@ -203,7 +233,7 @@ class UntypedCompileChoice(Rule):
     use_instead = 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"'
     fix = "type it with Literal[...] of the allowed values"
     VALID = [Example()]
-    INVALID = [Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"'))]
+    INVALID = [Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"  # <- MC205'))]
 
     def check(self, ctx, report):
         schema = ctx.config.schema_

@@ -7,7 +7,7 @@ import ast
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.summary import FALLBACK_KINDS, code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events
-from model_compile.rules.scaffold import CANONICAL_BODY, replace_once
+from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 
 KIT_CALL = "self.model_kit.apply_model_compile(\n    model,\n    backend=self.config.model.compile.backend,\n    mode=self.config.model.compile.mode,\n)"
 _COMPILE_KW = "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode"
@@ -16,7 +16,8 @@ _REGIONAL_LOOP = (
     "    for layer in model.model.language_model.layers:\n"
     f"        layer.compile({_COMPILE_KW})\n"
 )
-REGIONAL_BODY = replace_once(CANONICAL_BODY, 
+REGIONAL_BODY = replace_once(
+    CANONICAL_BODY,
     _KIT_BLOCK,
     "    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n" + _REGIONAL_LOOP,
 )
@@ -49,7 +50,7 @@ class CompileOutsideKit(Rule):
             note="documented in the README",
         ),
     ]
-    INVALID = [Example(body=DIRECT_BODY)]
+    INVALID = [Example(body=mark(DIRECT_BODY, "layer.compile(", "MC101"))]
 
     def check(self, ctx, report):
         for _, event, _ in compile_events(ctx):
@@ -80,7 +81,8 @@ class UndocumentedGraphBreak(Rule):
     VALID = [
         Example(),
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 "if self.config.model.compile.enabled:\n",
                 "# model-compile: graph-break - the vision tower calls .tolist() on grid sizes\n"
                 "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
@@ -90,15 +92,16 @@ class UndocumentedGraphBreak(Rule):
     ]
     INVALID = [
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 "if self.config.model.compile.enabled:\n",
-                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)  # <- MC102\n"
                 "if self.config.model.compile.enabled:\n",
             )
         ),
         Example(
             files={
-                "model/vision.py": "import torch\n\n\n@torch.compiler.disable\ndef rot_pos_emb(grid):\n    return grid.tolist()\n"
+                "model/vision.py": "import torch\n\n\n@torch.compiler.disable  # <- MC102\ndef rot_pos_emb(grid):\n    return grid.tolist()\n"
             },
             note="decorator in recipe model code",
         ),
@@ -145,7 +148,8 @@ class TorchCompileWrapper(Rule):
     VALID = [
         Example(),
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 KIT_CALL.replace("\n", "\n    "),
                 "model\n    # model-compile: submodule - forward only\n"
                 "    model.forward = torch.compile(model.forward, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)",
@@ -155,19 +159,21 @@ class TorchCompileWrapper(Rule):
     ]
     INVALID = [
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 KIT_CALL.replace("\n", "\n    "),
-                "torch.compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "torch.compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC103\n"
                 "    # model-compile: submodule - placeholder",
             )
         ),
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
                 "    # model-compile: regional - per layer\n"
                 "    for i, layer in enumerate(model.model.language_model.layers):\n"
                 "        model.model.language_model.layers[i] = torch.compile(layer, "
-                "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)",
+                "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC103",
             ),
             note="per-layer wrapper stored into the model",
         ),
@@ -197,9 +203,10 @@ class FallbackKindMismatch(Rule):
     VALID = [Example(), Example(body=REGIONAL_BODY)]
     INVALID = [
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
-                "    # model-compile: regional - per block\n"
+                "    # model-compile: regional - per block  # <- MC104\n"
                 f"    model.compile({_COMPILE_KW})",
             )
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events, exclusive, same_model
 from model_compile.rules.path import KIT_CALL
-from model_compile.rules.scaffold import CANONICAL_BODY, replace_once
+from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 
 _KIT = "    model = " + KIT_CALL.replace("\n", "\n    ")
 _GATED_KIT = "if self.config.model.compile.enabled:\n" + _KIT + "\n"
@@ -30,17 +30,22 @@ class CompiledObjectNotReturned(Rule):
     VALID = [Example()]
     INVALID = [
         Example(
-            body=replace_once(_WITHOUT_COMPILE, 
+            body=replace_once(
+                _WITHOUT_COMPILE,
                 _RETURN,
                 "if self.config.model.compile.enabled:\n"
                 "    shadow = copy.deepcopy(model)\n"
-                "    shadow = self.model_kit.apply_model_compile(shadow, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "    shadow = self.model_kit.apply_model_compile(shadow, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC301\n"
                 + _RETURN,
             ),
             note="compiled a copy",
         ),
         Example(
-            body=replace_once(CANONICAL_BODY, _RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
+            body=mark(
+                replace_once(CANONICAL_BODY, _RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
+                "apply_model_compile(",
+                "MC301",
+            ),
             note="model rebuilt after compile",
         ),
     ]
@@ -92,7 +97,7 @@ class PatchAfterCompile(_AfterCompile):
     use_instead = "apply every patch first, then compile"
     fix = "move the compile block after the last patch"
     VALID = [Example()]
-    INVALID = [Example(body=_move_compile_before("model = self.model_kit.apply_model_patches"))]
+    INVALID = [Example(body=mark(_move_compile_before("model = self.model_kit.apply_model_patches"), "apply_model_patches", "MC401"))]
 
 
 class FreezeAfterCompile(_AfterCompile):
@@ -108,8 +113,18 @@ class FreezeAfterCompile(_AfterCompile):
     fix = "move the compile block after freezing and the fp32 upcast"
     VALID = [Example()]
     INVALID = [
-        Example(body=_move_compile_before("model = self.model_kit.apply_freeze_policy")),
-        Example(body=_move_compile_before("for parameter in model.parameters():"), note="upcast after compile"),
+        Example(
+            body=mark(
+                mark(_move_compile_before("model = self.model_kit.apply_freeze_policy"), "apply_freeze_policy", "MC402"),
+                "parameter.data = parameter.data.to(",
+                "MC402",
+            ),
+            note="freeze and upcast after compile",
+        ),
+        Example(
+            body=mark(_move_compile_before("for parameter in model.parameters():"), "parameter.data = parameter.data.to(", "MC402"),
+            note="upcast after compile",
+        ),
     ]
 
 
@@ -125,7 +140,15 @@ class CheckpointingAfterCompile(_AfterCompile):
     use_instead = "enable checkpointing, then compile"
     fix = "move the compile block after checkpointing"
     VALID = [Example()]
-    INVALID = [Example(body=_move_compile_before("if self.config.model.gradient_checkpointing.enabled:"))]
+    INVALID = [
+        Example(
+            body=mark(
+                _move_compile_before("if self.config.model.gradient_checkpointing.enabled:"),
+                "apply_gradient_checkpointing",
+                "MC403",
+            )
+        )
+    ]
 
 
 class CompileAfterWrap(Rule):
@@ -140,7 +163,8 @@ class CompileAfterWrap(Rule):
     VALID = [
         Example(),
         Example(
-            body=replace_once(_WITHOUT_COMPILE, 
+            body=replace_once(
+                _WITHOUT_COMPILE,
                 _RETURN,
                 "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
                 "if self.config.model.compile.enabled:\n"
@@ -153,7 +177,13 @@ class CompileAfterWrap(Rule):
     ]
     INVALID = [
         Example(
-            body=replace_once(_WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n")
+            body=mark(
+                replace_once(
+                    _WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n"
+                ),
+                "apply_model_compile(",
+                "MC404",
+            )
         )
     ]
 
@@ -177,7 +207,7 @@ class UnreachableCompile(Rule):
     use_instead = "place the compile block before the return"
     fix = "move the compile block before the return"
     VALID = [Example()]
-    INVALID = [Example(body=_WITHOUT_COMPILE + _GATED_KIT)]
+    INVALID = [Example(body=mark(_WITHOUT_COMPILE + _GATED_KIT, "apply_model_compile(", "MC405"))]
 
     def check(self, ctx, report):
         for ledger in ctx.ledgers:
@@ -198,12 +228,13 @@ class TwoCompilePaths(Rule):
     VALID = [Example()]
     INVALID = [
         Example(
-            body=replace_once(CANONICAL_BODY, 
+            body=replace_once(
+                CANONICAL_BODY,
                 _RETURN,
                 "if self.config.model.compile.enabled:\n"
                 "    # model-compile: regional - per layer\n"
                 "    for layer in model.model.language_model.layers:\n"
-                "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC406\n"
                 + _RETURN,
             )
         )
@@ -236,6 +267,7 @@ class WholeModelBeforeBlockSharding(Rule):
     VALID = [Example(body=CANONICAL_BODY)]
     INVALID = [
         Example(
+            body=mark(CANONICAL_BODY, "apply_model_compile(", "MC407"),
             files={
                 "example_engine/distributed/fsdp2.py": "def parallelize_model(model, parallel_mesh=None):\n"
                 "    for block in model.model.language_model.layers:\n        fully_shard(block)\n"

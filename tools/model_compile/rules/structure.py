@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.rules.scaffold import engine_text, mark
 
 
 class FileDoesNotParse(Rule):
@@ -19,9 +20,12 @@ class FileDoesNotParse(Rule):
     fix = "make the file parse; the other rules skip what they cannot read"
     VALID = [Example()]
     INVALID = [
-        Example(engine="class Broken(Engine:\n    pass\n", note="Python syntax error"),
-        Example(stages={"train": "model:\n  compile: [enabled\n"}, note="YAML syntax error"),
-        Example(files={"model/notes.py": b"# caf\xe9 \xff\n"}, note="not UTF-8"),
+        Example(engine="class Broken(Engine:  # <- MC000\n    pass\n", note="Python syntax error"),
+        Example(
+            stages={"train": "model:\n  compile:\n    enabled: false\n    backend: inductor: eager  # <- MC000\n"},
+            note="YAML syntax error",
+        ),
+        Example(files={"model/notes.py": b"# caf\xe9 \xff  # <- MC000\n"}, note="not UTF-8"),
     ]
 
     def check(self, ctx, report):
@@ -53,8 +57,14 @@ class NoCompileSupport(Rule):
     VALID = [Example()]
     INVALID = [
         Example(
-            body="model = build_example_model(self.config.model).to(self.device)\n"
-            "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
+            engine=mark(
+                engine_text(
+                    "model = build_example_model(self.config.model).to(self.device)\n"
+                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+                ),
+                "def prepare_model(self):",
+                "MC100",
+            ),
             schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
             "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
             stages={"train": "model:\n  path: x\n"},
