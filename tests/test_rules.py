@@ -122,3 +122,10 @@ def test_mark_fails_loudly_on_a_missing_or_repeated_anchor():
         mark("a\nb\n", "c", "MC401")
     with pytest.raises(ValueError, match="on 2 lines"):
         mark("model\nmodel\n", "model", "MC401")
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_every_rule_has_a_near_miss_valid_example(rule):
+    canonical = example_files(Example())
+    near = [ex for ex in rule.VALID if example_files(ex) != canonical]
+    assert near, f"{rule.id} needs a VALID example close to an INVALID one, beyond the canonical recipe"

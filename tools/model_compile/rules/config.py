@@ -22,7 +22,21 @@ class SchemaLacksCompile(Rule):
     example = "class ModelConfig(BaseModel):\n    path: str  # no compile field"
     use_instead = "compile: CompileConfig = Field(default_factory=CompileConfig)  # enabled, backend, mode"
     fix = "add a compile section class (enabled, backend, mode) and `compile` field on the model config"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(
+            schema=replace_once(
+                replace_once(
+                    replace_once(SCHEMA, "class ExampleCompileConfig(BaseModel):", "class TorchCompileSection(BaseModel):"),
+                    "compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)",
+                    "compile: TorchCompileSection = TorchCompileSection()",
+                ),
+                '"max-autotune-no-cudagraphs"] = "default"',
+                '"max-autotune-no-cudagraphs"] = Field(default="default")',
+            ),
+            note="other section name, plain default, mode through Field",
+        ),
+    ]
     INVALID = [
         # Without a `compile` field there is no better line than the file's first.
         Example(schema=mark(NO_COMPILE_SCHEMA, "from typing import Literal", "MC201"), note="no compile field"),
@@ -63,7 +77,11 @@ class InvalidCompileValue(Rule):
     example = "compile:\n  enabled: yes-please\n  backend: inductr"
     use_instead = "backend: inductor | aot_eager | eager; mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs"
     fix = "use an allowed value"
-    VALID = [Example(), Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")})]
+    VALID = [
+        Example(),
+        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")}),
+        Example(stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs")}, note="longest allowed mode"),
+    ]
     INVALID = [
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr  # <- MC202")}),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
@@ -110,6 +128,14 @@ class EnabledWithoutIntent(Rule):
     VALID = [
         Example(),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                "    enabled: bool = False\n    backend",
+                "    enabled: bool = True  # model-compile: enabled - every stage of this recipe trains compiled\n    backend",
+            ),
+            note="documented schema default",
+        ),
     ]
     INVALID = [
         Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend")),
@@ -167,6 +193,12 @@ class ConfigNotWired(Rule):
             note="local alias",
         ),
         Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY, "if self.config.model.compile.enabled:", 'if getattr(self.config.model.compile, "enabled", False):'
+            ),
+            note="getattr gate",
+        ),
     ]
     INVALID = [
         # Findings on a multi-line call land on its first line.
@@ -232,7 +264,10 @@ class UntypedCompileChoice(Rule):
     example = 'backend: str = "inductor"'
     use_instead = 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"'
     fix = "type it with Literal[...] of the allowed values"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(schema=replace_once(SCHEMA, "    mode: Literal", '    cache_dir: str = ""\n    mode: Literal'), note="other str field in the section"),
+    ]
     INVALID = [Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"  # <- MC205'))]
 
     def check(self, ctx, report):

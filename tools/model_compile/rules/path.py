@@ -89,6 +89,16 @@ class UndocumentedGraphBreak(Rule):
                 "if self.config.model.compile.enabled:\n",
             )
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
+                "if self.config.model.compile.enabled:\n",
+            ),
+            readme="# Example\n\n## Compile\n\nThe vision tower is a graph-break region: it calls .tolist() on the image grid sizes.\n",
+            note="documented in the README",
+        ),
     ]
     INVALID = [
         Example(

@@ -18,7 +18,14 @@ class FileDoesNotParse(Rule):
     example = "def prepare_model(self)\n    model = build()  # missing colon"
     use_instead = "Fix the syntax error (or re-save the file as UTF-8)."
     fix = "make the file parse; the other rules skip what they cannot read"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(files={"model/notes.py": "# café, naïve: non-ASCII UTF-8 text is fine\n"}, note="non-ASCII UTF-8"),
+        Example(
+            stages={"train": "model:\n  compile:\n    enabled: false\n    backend: inductor  # not inductor: eager\n"},
+            note="colon in a YAML comment",
+        ),
+    ]
     INVALID = [
         Example(engine="class Broken(Engine:  # <- MC000\n    pass\n", note="Python syntax error"),
         Example(
@@ -54,7 +61,24 @@ class NoCompileSupport(Rule):
     example = "model = build_model(cfg)\nreturn parallelize_model(model, ...)"
     use_instead = "model-compile generate RECIPE --path kit (adds the kit call, config section and tests)"
     fix = "model-compile generate {recipe} --path kit"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(
+            engine=engine_text(
+                "model = build_example_model(self.config.model).to(self.device)\n"
+                "model = self._compile(model)\n"
+                "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+            )
+            + "\n"
+            "    def _compile(self, model):\n"
+            "        if self.config.model.compile.enabled:\n"
+            "            model = self.model_kit.apply_model_compile(\n"
+            "                model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode\n"
+            "            )\n"
+            "        return model\n",
+            note="compile in a helper prepare_model calls",
+        ),
+    ]
     INVALID = [
         Example(
             engine=mark(
