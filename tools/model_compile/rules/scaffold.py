@@ -51,6 +51,7 @@ def mark(text: str, anchor: str, rule: str) -> str:
     lines[i] = f"{content}  # <- {rule}{lines[i][len(content):]}"
     return "".join(lines)
 
+
 CANONICAL_BODY = """\
 model = self.model_kit.build_model(self.config.model.path).to(self.device)
 model = self.model_kit.apply_model_patches(model, [patch_attention])
