@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterable
+from typing import ClassVar
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
@@ -19,6 +20,18 @@ class Example:
     """A recipe for a rule's tests: `prepare_model` body plus optional files.
 
     Missing parts come from a canonical kit recipe (see rules/scaffold.py).
+
+    An INVALID example marks each line its rule must flag with a trailing
+    `  # <- MC404` (the rule's id) in its own text - body, engine, schema, a
+    stage, README or any file - and the test requires the rule's findings to be
+    exactly those lines, in those files:
+
+        body=CANONICAL_BODY + "model.compile()  # <- MC405\n"
+        body=mark(body, "apply_model_patches", "MC401")  # for a shared line
+
+    The marker is stripped before the rule sees the text, so line numbers are
+    counted in the text as written and cannot drift from it. VALID examples
+    carry no markers.
     """
 
     body: str | None = None

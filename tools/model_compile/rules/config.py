@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, compile_events, gate_state
 from model_compile.rules.finding import Finding
-from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE
+from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, engine_text, mark, replace_once
 from model_compile.vocabulary import BACKENDS, MODES
 
 ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
-NO_COMPILE_SCHEMA = SCHEMA.replace(
+NO_COMPILE_SCHEMA = replace_once(
+    SCHEMA,
     "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
 )
 
@@ -25,10 +26,32 @@ class SchemaLacksCompile(Rule):
     example = "class ModelConfig(BaseModel):\n    path: str  # no compile field"
     use_instead = "compile: CompileConfig = Field(default_factory=CompileConfig)  # enabled, backend, mode"
     fix = "add a compile section class (enabled, backend, mode) and `compile` field on the model config"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(
+            schema=replace_once(
+                replace_once(
+                    replace_once(SCHEMA, "class ExampleCompileConfig(BaseModel):", "class TorchCompileSection(BaseModel):"),
+                    "compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)",
+                    "compile: TorchCompileSection = TorchCompileSection()",
+                ),
+                '"max-autotune-no-cudagraphs"] = "default"',
+                '"max-autotune-no-cudagraphs"] = Field(default="default")',
+            ),
+            note="other section name, plain default, mode through Field",
+        ),
+    ]
     INVALID = [
-        Example(schema=NO_COMPILE_SCHEMA),
-        Example(schema=SCHEMA.replace('    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', "")),
+        # Without a `compile` field there is no better line than the file's first.
+        Example(schema=mark(NO_COMPILE_SCHEMA, "from typing import Literal", "MC201"), note="no compile field"),
+        Example(
+            schema=mark(
+                replace_once(SCHEMA, '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', ""),
+                "compile: ExampleCompileConfig = Field",
+                "MC201",
+            ),
+            note="section lacks mode",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -58,12 +81,16 @@ class InvalidCompileValue(Rule):
     example = "compile:\n  enabled: yes-please\n  backend: inductr"
     use_instead = "backend: inductor | aot_eager | eager; mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs"
     fix = "use an allowed value"
-    VALID = [Example(), Example(stages={"train": STAGE.replace("backend: inductor", "backend: aot_eager")})]
+    VALID = [
+        Example(),
+        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")}),
+        Example(stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs")}, note="longest allowed mode"),
+    ]
     INVALID = [
-        Example(stages={"train": STAGE.replace("backend: inductor", "backend: inductr")}),
-        Example(stages={"train": STAGE.replace("enabled: false", "enabled: sometimes")}),
-        Example(schema=SCHEMA.replace('mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"')),
-        Example(schema=SCHEMA.replace('Literal["inductor", "aot_eager", "eager"]', 'Literal["inductor", "tensorrt"]')),
+        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr  # <- MC202")}),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
+        Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"  # <- MC202')),
+        Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202')),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -104,11 +131,19 @@ class EnabledWithoutIntent(Rule):
     fix = "add `# model-compile: enabled - <reason>` on or above the line, or set it to false"
     VALID = [
         Example(),
-        Example(stages={"train": STAGE.replace("enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                "    enabled: bool = False\n    backend",
+                "    enabled: bool = True  # model-compile: enabled - every stage of this recipe trains compiled\n    backend",
+            ),
+            note="documented schema default",
+        ),
     ]
     INVALID = [
-        Example(schema=SCHEMA.replace("    enabled: bool = False\n    backend", "    enabled: bool = True\n    backend")),
-        Example(stages={"train": STAGE.replace("enabled: false", "enabled: true")}),
+        Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend")),
+        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # <- MC203")}),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -145,19 +180,57 @@ class ConfigNotWired(Rule):
     VALID = [
         Example(),
         Example(
-            body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:", "cfg = self.config.model.compile\nif cfg.enabled:")
-            .replace("backend=self.config.model.compile.backend", "backend=cfg.backend")
-            .replace("mode=self.config.model.compile.mode", "mode=cfg.mode"),
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n"
+                "    model = self.model_kit.apply_model_compile(\n"
+                "        model,\n"
+                "        backend=self.config.model.compile.backend,\n"
+                "        mode=self.config.model.compile.mode,\n",
+                "cfg = self.config.model.compile\n"
+                "if cfg.enabled:\n"
+                "    model = self.model_kit.apply_model_compile(\n"
+                "        model,\n"
+                "        backend=cfg.backend,\n"
+                "        mode=cfg.mode,\n",
+            ),
             note="local alias",
         ),
-        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
+        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY, "if self.config.model.compile.enabled:", 'if getattr(self.config.model.compile, "enabled", False):'
+            ),
+            note="getattr gate",
+        ),
     ]
     INVALID = [
-        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if True:\n"), note="ungated"),
-        Example(body=CANONICAL_BODY.replace("if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"), note="inverted"),
-        Example(body=CANONICAL_BODY.replace("backend=self.config.model.compile.backend", 'backend="inductor"'), note="hard-coded backend"),
+        # Findings on a multi-line call land on its first line.
         Example(
-            body="model = self.model_kit.build_model(self.config.model.path)\nreturn parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
+            body=mark(replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if True:\n"), "apply_model_compile(", "MC204"),
+            note="ungated",
+        ),
+        Example(
+            body=mark(
+                replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="inverted",
+        ),
+        Example(
+            body=mark(replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), "apply_model_compile(", "MC204"),
+            note="hard-coded backend",
+        ),
+        Example(
+            engine=mark(
+                engine_text(
+                    "model = self.model_kit.build_model(self.config.model.path)\n"
+                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+                ),
+                "def prepare_model(self):",
+                "MC204",
+            ),
             note="config section exists, nothing compiles",
         ),
     ]
@@ -195,8 +268,11 @@ class UntypedCompileChoice(Rule):
     example = 'backend: str = "inductor"'
     use_instead = 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"'
     fix = "type it with Literal[...] of the allowed values"
-    VALID = [Example()]
-    INVALID = [Example(schema=SCHEMA.replace('backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"'))]
+    VALID = [
+        Example(),
+        Example(schema=replace_once(SCHEMA, "    mode: Literal", '    cache_dir: str = ""\n    mode: Literal'), note="other str field in the section"),
+    ]
+    INVALID = [Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"  # <- MC205'))]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         schema = ctx.config.schema_

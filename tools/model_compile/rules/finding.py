@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+
 from pydantic import BaseModel, Field
 
 from model_compile.vocabulary import Severity

@@ -10,7 +10,7 @@ from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
 from model_compile.rules.base import Example, Rule, compile_events
 from model_compile.rules.finding import Finding
-from model_compile.rules.scaffold import CANONICAL_BODY
+from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 from model_compile.vocabulary import FALLBACK_KINDS
 
 KIT_CALL = "self.model_kit.apply_model_compile(\n    model,\n    backend=self.config.model.compile.backend,\n    mode=self.config.model.compile.mode,\n)"
@@ -20,11 +20,12 @@ _REGIONAL_LOOP = (
     "    for layer in model.model.language_model.layers:\n"
     f"        layer.compile({_COMPILE_KW})\n"
 )
-REGIONAL_BODY = CANONICAL_BODY.replace(
+REGIONAL_BODY = replace_once(
+    CANONICAL_BODY,
     _KIT_BLOCK,
     "    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n" + _REGIONAL_LOOP,
 )
-DIRECT_BODY = CANONICAL_BODY.replace(_KIT_BLOCK, _REGIONAL_LOOP)
+DIRECT_BODY = replace_once(CANONICAL_BODY, _KIT_BLOCK, _REGIONAL_LOOP)
 
 
 class CompileOutsideKit(Rule):
@@ -53,7 +54,7 @@ class CompileOutsideKit(Rule):
             note="documented in the README",
         ),
     ]
-    INVALID = [Example(body=DIRECT_BODY)]
+    INVALID = [Example(body=mark(DIRECT_BODY, "layer.compile(", "MC101"))]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for _, event, _ in compile_events(ctx):
@@ -84,25 +85,37 @@ class UndocumentedGraphBreak(Rule):
     VALID = [
         Example(),
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 "if self.config.model.compile.enabled:\n",
                 "# model-compile: graph-break - the vision tower calls .tolist() on grid sizes\n"
                 "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
                 "if self.config.model.compile.enabled:\n",
             )
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
+                "if self.config.model.compile.enabled:\n",
+            ),
+            readme="# Example\n\n## Compile\n\nThe vision tower is a graph-break region: it calls .tolist() on the image grid sizes.\n",
+            note="documented in the README",
+        ),
     ]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 "if self.config.model.compile.enabled:\n",
-                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)  # <- MC102\n"
                 "if self.config.model.compile.enabled:\n",
             )
         ),
         Example(
             files={
-                "model/vision.py": "import torch\n\n\n@torch.compiler.disable\ndef rot_pos_emb(grid):\n    return grid.tolist()\n"
+                "model/vision.py": "import torch\n\n\n@torch.compiler.disable  # <- MC102\ndef rot_pos_emb(grid):\n    return grid.tolist()\n"
             },
             note="decorator in recipe model code",
         ),
@@ -149,7 +162,8 @@ class TorchCompileWrapper(Rule):
     VALID = [
         Example(),
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 KIT_CALL.replace("\n", "\n    "),
                 "model\n    # model-compile: submodule - forward only\n"
                 "    model.forward = torch.compile(model.forward, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)",
@@ -159,19 +173,21 @@ class TorchCompileWrapper(Rule):
     ]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 KIT_CALL.replace("\n", "\n    "),
-                "torch.compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "torch.compile(model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC103\n"
                 "    # model-compile: submodule - placeholder",
             )
         ),
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
                 "    # model-compile: regional - per layer\n"
                 "    for i, layer in enumerate(model.model.language_model.layers):\n"
                 "        model.model.language_model.layers[i] = torch.compile(layer, "
-                "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)",
+                "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC103",
             ),
             note="per-layer wrapper stored into the model",
         ),
@@ -201,9 +217,10 @@ class FallbackKindMismatch(Rule):
     VALID = [Example(), Example(body=REGIONAL_BODY)]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
-                "    # model-compile: regional - per block\n"
+                "    # model-compile: regional - per block  # <- MC104\n"
                 f"    model.compile({_COMPILE_KW})",
             )
         )

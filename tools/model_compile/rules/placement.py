@@ -6,26 +6,30 @@ from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes
-from model_compile.rules.base import (
-    Example,
-    Rule,
-    compile_events,
-    exclusive,
-    same_model,
-)
+from model_compile.rules.base import Example, Rule, compile_events, exclusive, same_model
 from model_compile.rules.finding import Finding
-from model_compile.rules.path import KIT_CALL
-from model_compile.rules.scaffold import CANONICAL_BODY
+from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
+from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 
 _KIT = "    model = " + KIT_CALL.replace("\n", "\n    ")
 _GATED_KIT = "if self.config.model.compile.enabled:\n" + _KIT + "\n"
-_WITHOUT_COMPILE = CANONICAL_BODY.replace(_GATED_KIT, "")
+_WITHOUT_COMPILE = replace_once(CANONICAL_BODY, _GATED_KIT, "")
 _RETURN = "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+_UPCAST = (
+    "for parameter in model.parameters():\n"
+    "    if parameter.requires_grad:\n"
+    "        parameter.data = parameter.data.to(dtype=torch.float32)\n"
+)
+_FSDP2_PER_BLOCK = {
+    "example_engine/distributed/fsdp2.py": "def parallelize_model(model, parallel_mesh=None):\n"
+    "    for block in model.model.language_model.layers:\n        fully_shard(block)\n"
+    "    fully_shard(model)\n    return model\n"
+}
 
 
 def _move_compile_before(marker: str) -> str:
     """The canonical body with the compile block moved before `marker`."""
-    return _WITHOUT_COMPILE.replace(marker, _GATED_KIT + marker, 1)
+    return replace_once(_WITHOUT_COMPILE, marker, _GATED_KIT + marker)
 
 
 class CompiledObjectNotReturned(Rule):
@@ -37,20 +41,33 @@ class CompiledObjectNotReturned(Rule):
     example = "eval_model = copy.deepcopy(model)\neval_model.compile()\nreturn parallelize_model(model, ...)"
     use_instead = "compile the module that prepare_model() returns (in place), before wrapping it"
     fix = "compile the model that prepare_model() returns"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY, "if self.config.model.compile.enabled:", "self.ema_model = copy.deepcopy(model)\nif self.config.model.compile.enabled:"
+            ),
+            note="a copy is kept, the returned model is compiled",
+        ),
+    ]
     INVALID = [
         Example(
-            body=_WITHOUT_COMPILE.replace(
+            body=replace_once(
+                _WITHOUT_COMPILE,
                 _RETURN,
                 "if self.config.model.compile.enabled:\n"
                 "    shadow = copy.deepcopy(model)\n"
-                "    shadow = self.model_kit.apply_model_compile(shadow, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "    shadow = self.model_kit.apply_model_compile(shadow, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC301\n"
                 + _RETURN,
             ),
             note="compiled a copy",
         ),
         Example(
-            body=CANONICAL_BODY.replace(_RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
+            body=mark(
+                replace_once(CANONICAL_BODY, _RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
+                "apply_model_compile(",
+                "MC301",
+            ),
             note="model rebuilt after compile",
         ),
     ]
@@ -101,8 +118,18 @@ class PatchAfterCompile(_AfterCompile):
     example = "model = kit.apply_model_compile(model, ...)\nmodel = kit.apply_model_patches(model, [patch])"
     use_instead = "apply every patch first, then compile"
     fix = "move the compile block after the last patch"
-    VALID = [Example()]
-    INVALID = [Example(body=_move_compile_before("model = self.model_kit.apply_model_patches"))]
+    VALID = [
+        Example(),
+        Example(
+            body=replace_once(
+                replace_once(CANONICAL_BODY, "model = self.model_kit.apply_model_patches(model, [patch_attention])\n", ""),
+                _RETURN,
+                "else:\n    model = self.model_kit.apply_model_patches(model, [patch_attention])\n" + _RETURN,
+            ),
+            note="eager-only patch in the else arm",
+        ),
+    ]
+    INVALID = [Example(body=mark(_move_compile_before("model = self.model_kit.apply_model_patches"), "apply_model_patches", "MC401"))]
 
 
 class FreezeAfterCompile(_AfterCompile):
@@ -116,10 +143,23 @@ class FreezeAfterCompile(_AfterCompile):
     example = "model.compile()\nkit.apply_freeze_policy(model, freeze_vit=True)"
     use_instead = "freeze and upcast before compiling"
     fix = "move the compile block after freezing and the fp32 upcast"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(body=replace_once(replace_once(CANONICAL_BODY, _UPCAST, ""), _GATED_KIT, _UPCAST + _GATED_KIT), note="upcast right before compile"),
+    ]
     INVALID = [
-        Example(body=_move_compile_before("model = self.model_kit.apply_freeze_policy")),
-        Example(body=_move_compile_before("for parameter in model.parameters():"), note="upcast after compile"),
+        Example(
+            body=mark(
+                mark(_move_compile_before("model = self.model_kit.apply_freeze_policy"), "apply_freeze_policy", "MC402"),
+                "parameter.data = parameter.data.to(",
+                "MC402",
+            ),
+            note="freeze and upcast after compile",
+        ),
+        Example(
+            body=mark(_move_compile_before("for parameter in model.parameters():"), "parameter.data = parameter.data.to(", "MC402"),
+            note="upcast after compile",
+        ),
     ]
 
 
@@ -134,8 +174,26 @@ class CheckpointingAfterCompile(_AfterCompile):
     example = "model.compile()\nmodel.gradient_checkpointing_enable()"
     use_instead = "enable checkpointing, then compile"
     fix = "move the compile block after checkpointing"
-    VALID = [Example()]
-    INVALID = [Example(body=_move_compile_before("if self.config.model.gradient_checkpointing.enabled:"))]
+    VALID = [
+        Example(),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.gradient_checkpointing.enabled:\n    model = self.model_kit.apply_gradient_checkpointing(model)\n",
+                "model.gradient_checkpointing_enable()\n",
+            ),
+            note="HF checkpointing call right before compile",
+        ),
+    ]
+    INVALID = [
+        Example(
+            body=mark(
+                _move_compile_before("if self.config.model.gradient_checkpointing.enabled:"),
+                "apply_gradient_checkpointing",
+                "MC403",
+            )
+        )
+    ]
 
 
 class CompileAfterWrap(Rule):
@@ -150,7 +208,8 @@ class CompileAfterWrap(Rule):
     VALID = [
         Example(),
         Example(
-            body=_WITHOUT_COMPILE.replace(
+            body=replace_once(
+                _WITHOUT_COMPILE,
                 _RETURN,
                 "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
                 "if self.config.model.compile.enabled:\n"
@@ -160,10 +219,23 @@ class CompileAfterWrap(Rule):
             ),
             note="documented post-wrap",
         ),
+        Example(
+            body=replace_once(
+                _WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n"
+            ),
+            readme="# Example\n\n## Compile\n\nCompile runs post-wrap: the DeepSpeed engine must own the module before it is compiled.\n",
+            note="post-wrap documented in the README",
+        ),
     ]
     INVALID = [
         Example(
-            body=_WITHOUT_COMPILE.replace(_RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n")
+            body=mark(
+                replace_once(
+                    _WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n"
+                ),
+                "apply_model_compile(",
+                "MC404",
+            )
         )
     ]
 
@@ -186,8 +258,14 @@ class UnreachableCompile(Rule):
     example = "return parallelize_model(model, ...)\nmodel.compile()"
     use_instead = "place the compile block before the return"
     fix = "move the compile block before the return"
-    VALID = [Example()]
-    INVALID = [Example(body=_WITHOUT_COMPILE + _GATED_KIT)]
+    VALID = [
+        Example(),
+        Example(
+            body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:", "if self.config.eval_only:\n    return model\nif self.config.model.compile.enabled:"),
+            note="early return in a branch before compile",
+        ),
+    ]
+    INVALID = [Example(body=mark(_WITHOUT_COMPILE + _GATED_KIT, "apply_model_compile(", "MC405"))]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for ledger in ctx.ledgers:
@@ -205,15 +283,30 @@ class TwoCompilePaths(Rule):
     example = "model = kit.apply_model_compile(model, ...)\nfor layer in model.layers: layer.compile()"
     use_instead = "keep one compile path; put alternatives in if/else"
     fix = "remove one of the compile paths, or make them exclusive (if/else)"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                _GATED_KIT,
+                "if self.config.model.compile.enabled and self.config.model.compile.regional:\n"
+                "    # model-compile: regional - per layer\n"
+                "    for layer in model.model.language_model.layers:\n"
+                "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "elif self.config.model.compile.enabled:\n" + _KIT + "\n",
+            ),
+            note="regional and whole-model compile in exclusive arms",
+        ),
+    ]
     INVALID = [
         Example(
-            body=CANONICAL_BODY.replace(
+            body=replace_once(
+                CANONICAL_BODY,
                 _RETURN,
                 "if self.config.model.compile.enabled:\n"
                 "    # model-compile: regional - per layer\n"
                 "    for layer in model.model.language_model.layers:\n"
-                "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC406\n"
                 + _RETURN,
             )
         )
@@ -243,16 +336,8 @@ class WholeModelBeforeBlockSharding(Rule):
     example = "model.compile()\nfor block in model.layers: fully_shard(block)"
     use_instead = "regional compile: for block in model.model.language_model.layers: block.compile(...)"
     fix = "consider regional compile (model-compile generate RECIPE --path regional) when FSDP2 shards per block"
-    VALID = [Example(body=CANONICAL_BODY)]
-    INVALID = [
-        Example(
-            files={
-                "example_engine/distributed/fsdp2.py": "def parallelize_model(model, parallel_mesh=None):\n"
-                "    for block in model.model.language_model.layers:\n        fully_shard(block)\n"
-                "    fully_shard(model)\n    return model\n"
-            }
-        )
-    ]
+    VALID = [Example(), Example(body=REGIONAL_BODY, files=_FSDP2_PER_BLOCK, note="regional compile before per-block sharding")]
+    INVALID = [Example(body=mark(CANONICAL_BODY, "apply_model_compile(", "MC407"), files=_FSDP2_PER_BLOCK)]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for idx, c, events in compile_events(ctx):

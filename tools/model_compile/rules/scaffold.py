@@ -2,9 +2,55 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
+from dataclasses import dataclass
 
 from model_compile.rules.base import Example
+
+# `  # <- MC404` at the end of a line of an example marks the line a finding of
+# MC404 must land on; render_example() strips it before the rule sees the text.
+MARKER_RE = re.compile(r"[ \t]*# <- (MC\d{3})[ \t]*$", re.MULTILINE)
+_MARKER_RE_BYTES = re.compile(MARKER_RE.pattern.encode(), re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An expected finding: `rule` at `file:line` of the rendered example."""
+
+    file: str
+    line: int
+    rule: str
+
+
+def replace_once(text: str, old: str, new: str) -> str:
+    """`text` with its one occurrence of `old` replaced by `new`.
+
+    Rule examples are variations of shared texts (the canonical body, schema
+    and stage); a plain `str.replace` whose anchor has drifted returns the text
+    unchanged and the example silently tests the canonical recipe instead.
+    """
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"anchor {old!r} occurs {count} times in the example text; expected exactly once")
+    return text.replace(old, new)
+
+
+def mark(text: str, anchor: str, rule: str) -> str:
+    """`text` with `  # <- RULE` appended to the one line that contains `anchor`.
+
+    For lines that come from a shared text (the canonical body, schema or
+    engine template); a line written out in the example gets the marker inline.
+    """
+    lines = text.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if anchor in line]
+    if len(hits) != 1:
+        raise ValueError(f"anchor {anchor!r} is on {len(hits)} lines of the example text; expected exactly one")
+    i = hits[0]
+    content = lines[i].rstrip("\r\n")
+    lines[i] = f"{content}  # <- {rule}{lines[i][len(content):]}"
+    return "".join(lines)
+
 
 CANONICAL_BODY = """\
 model = self.model_kit.build_model(self.config.model.path).to(self.device)
@@ -95,16 +141,18 @@ def patch_attention(model):
 README = "# Example recipe\n\nA canonical kit recipe.\n"
 
 
-def example_files(ex: Example, prefix: str = "recipes/example") -> dict[str, str]:
-    """Files of an example recipe inside a repository tree."""
-    if ex.engine is not None:
-        engine = ex.engine
-    else:
-        body = textwrap.indent(textwrap.dedent(ex.body if ex.body is not None else CANONICAL_BODY), " " * 8)
-        init = textwrap.indent(textwrap.dedent(ex.init), " " * 8) + "\n" if ex.init else ""
-        engine = ENGINE.format(body=body.rstrip("\n") + "\n", init=init)
-    files = {
-        f"{prefix}/engine/example_engine.py": engine,
+def engine_text(body: str | None = None, init: str | None = None) -> str:
+    """The example engine file around a `prepare_model` body (default: the canonical one)."""
+    body = textwrap.indent(textwrap.dedent(body if body is not None else CANONICAL_BODY), " " * 8)
+    init = textwrap.indent(textwrap.dedent(init), " " * 8) + "\n" if init else ""
+    return ENGINE.format(body=body.rstrip("\n") + "\n", init=init)
+
+
+def render_example(ex: Example, prefix: str = "recipes/example") -> tuple[dict[str, str | bytes], list[Mark]]:
+    """Files of an example recipe inside a repository tree, with their `# <- MCnnn`
+    markers stripped, and the marks: where the example expects findings."""
+    files: dict[str, str | bytes] = {
+        f"{prefix}/engine/example_engine.py": ex.engine if ex.engine is not None else engine_text(ex.body, ex.init),
         f"{prefix}/engine/__init__.py": "",
         f"{prefix}/configs/schema.py": ex.schema if ex.schema is not None else SCHEMA,
         f"{prefix}/model/__init__.py": MODEL_INIT,
@@ -114,4 +162,17 @@ def example_files(ex: Example, prefix: str = "recipes/example") -> dict[str, str
         files[f"{prefix}/configs/{name}.yaml"] = text
     for path, text in ex.files.items():
         files[path if "/" in path and path.startswith(("recipes/", "example_engine/")) else f"{prefix}/{path}"] = text
-    return files
+    marks: list[Mark] = []
+    for path, text in files.items():
+        pattern = _MARKER_RE_BYTES if isinstance(text, bytes) else MARKER_RE
+        newline = b"\n" if isinstance(text, bytes) else "\n"
+        for m in pattern.finditer(text):
+            rule = m.group(1).decode() if isinstance(text, bytes) else m.group(1)
+            marks.append(Mark(path, text.count(newline, 0, m.start()) + 1, rule))
+        files[path] = pattern.sub(b"" if isinstance(text, bytes) else "", text)
+    return files, marks
+
+
+def example_files(ex: Example, prefix: str = "recipes/example") -> dict[str, str | bytes]:
+    """Files of an example recipe inside a repository tree (markers stripped)."""
+    return render_example(ex, prefix)[0]

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, compile_events
 from model_compile.rules.finding import Finding
+from model_compile.rules.scaffold import engine_text, mark
 
 
 class FileDoesNotParse(Rule):
@@ -21,11 +22,21 @@ class FileDoesNotParse(Rule):
     example = "def prepare_model(self)\n    model = build()  # missing colon"
     use_instead = "Fix the syntax error (or re-save the file as UTF-8)."
     fix = "make the file parse; the other rules skip what they cannot read"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(files={"model/notes.py": "# café, naïve: non-ASCII UTF-8 text is fine\n"}, note="non-ASCII UTF-8"),
+        Example(
+            stages={"train": "model:\n  compile:\n    enabled: false\n    backend: inductor  # not inductor: eager\n"},
+            note="colon in a YAML comment",
+        ),
+    ]
     INVALID = [
-        Example(engine="class Broken(Engine:\n    pass\n", note="Python syntax error"),
-        Example(stages={"train": "model:\n  compile: [enabled\n"}, note="YAML syntax error"),
-        Example(files={"model/notes.py": b"# caf\xe9 \xff\n"}, note="not UTF-8"),
+        Example(engine="class Broken(Engine:  # <- MC000\n    pass\n", note="Python syntax error"),
+        Example(
+            stages={"train": "model:\n  compile:\n    enabled: false\n    backend: inductor: eager  # <- MC000\n"},
+            note="YAML syntax error",
+        ),
+        Example(files={"model/notes.py": b"# caf\xe9 \xff  # <- MC000\n"}, note="not UTF-8"),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -54,11 +65,34 @@ class NoCompileSupport(Rule):
     example = "model = build_model(cfg)\nreturn parallelize_model(model, ...)"
     use_instead = "model-compile generate RECIPE --path kit (adds the kit call, config section and tests)"
     fix = "model-compile generate {recipe} --path kit"
-    VALID = [Example()]
+    VALID = [
+        Example(),
+        Example(
+            engine=engine_text(
+                "model = build_example_model(self.config.model).to(self.device)\n"
+                "model = self._compile(model)\n"
+                "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+            )
+            + "\n"
+            "    def _compile(self, model):\n"
+            "        if self.config.model.compile.enabled:\n"
+            "            model = self.model_kit.apply_model_compile(\n"
+            "                model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode\n"
+            "            )\n"
+            "        return model\n",
+            note="compile in a helper prepare_model calls",
+        ),
+    ]
     INVALID = [
         Example(
-            body="model = build_example_model(self.config.model).to(self.device)\n"
-            "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n",
+            engine=mark(
+                engine_text(
+                    "model = build_example_model(self.config.model).to(self.device)\n"
+                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+                ),
+                "def prepare_model(self):",
+                "MC100",
+            ),
             schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
             "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
             stages={"train": "model:\n  path: x\n"},
