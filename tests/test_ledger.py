@@ -42,7 +42,7 @@ def test_every_wrapper_kind_is_a_wrap(wrap):
     recipe = _ledger(body)
     kinds = [e.kind for e in recipe.ledger[0].events]
     assert kinds[:3] == ["build", "wrap", "compile"], kinds
-    assert "MC404" in {f.rule for f in recipe.findings}
+    assert "MC408" in {f.rule for f in recipe.findings}  # a kit call after any wrapper
 
 
 def test_unshard_and_regex_compile_are_not_steps():
@@ -111,7 +111,7 @@ def test_depth_limit_is_noted():
     body = "model = self.model_kit.build_model(self.config.model.path)\nreturn self.a(model)\n"
     init = ""
     engine_extra = "".join(
-        f"    def {a}(self, model):\n        return self.{b}(model)\n\n" for a, b in zip("abcde", "bcdef")
+        f"    def {a}(self, model):\n        return self.{b}(model)\n\n" for a, b in zip("abcde", "bcdef", strict=True)
     ) + "    def f(self, model):\n        return parallelize_model(model)\n"
     files = example_files(Example(body=body, init=init))
     key = "recipes/example/engine/example_engine.py"

@@ -54,6 +54,7 @@ def test_invalid_example_is_flagged(rule, example):
     for f in hits:
         assert f.severity == rule.severity
         assert f.fix and f.message and f.line >= 1
+        assert f.subject, f"{rule.id} finding has no subject (diff fingerprints need one)"
     marks = _marks(example)
     assert {m.rule for m in marks} <= {rule.id}, f"markers of other rules in a {rule.id} example: {marks}"
     expected = {(m.file, m.line) for m in marks}

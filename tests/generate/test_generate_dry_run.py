@@ -13,7 +13,7 @@ def test_dry_run_reviews_the_planned_result_and_writes_nothing(tmp_path):
     root = make_repo(tmp_path, "after_wrap")
     recipe = root / "recipes" / "toy_vlm"
     before = snapshot(root)
-    assert "MC404" in {f.rule for f in review_recipe(recipe).findings}  # the defect on disk
+    assert "MC408" in {f.rule for f in review_recipe(recipe).findings}  # the defect on disk
 
     code, out, err = run_generate(str(recipe), "--path", "kit", "--format", "json")
     assert code == 0
@@ -23,7 +23,7 @@ def test_dry_run_reviews_the_planned_result_and_writes_nothing(tmp_path):
     assert validation["planned"] is True
     assert validation["errors"] == 0 and validation["compile_path"] == "kit"
     assert snapshot(root) == before  # nothing written
-    assert "MC404" in {f.rule for f in review_recipe(recipe).findings}  # disk unchanged
+    assert "MC408" in {f.rule for f in review_recipe(recipe).findings}  # disk unchanged
 
 
 def test_dry_run_text_says_after_this_edit(tmp_path):

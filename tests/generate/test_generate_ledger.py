@@ -137,7 +137,7 @@ def test_freeze_by_a_function_in_another_module_after_the_wrap_keeps_the_block_a
         "return model",
     ]
     assert "comes before the last freeze step" in err and "block placed before the return" in err
-    assert "use --path post-wrap" in err and "error MC404" in err  # a kit compile after the wrap
+    assert "use --path post-wrap" in err and "error MC408" in err  # a kit compile after the wrap
 
 
 def test_freeze_after_the_wrap_post_wrap_compiles_after_both(tmp_path):

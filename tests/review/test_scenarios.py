@@ -1,7 +1,7 @@
 """`diff` with the real static analysis over a recipe history.
 
-The history: add kit compile (clean) -> move compile after wrapping (new
-MC404) -> fix it (MC404 fixed) -> flip a stage YAML to enabled (new MC203)
+The history: add kit compile (clean) -> move the kit compile after wrapping
+(new MC408) -> fix it (MC408 fixed) -> flip a stage YAML to enabled (new MC203)
 -> rename a recipe -> delete one -> touch only a README -> change the kit.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
 from fixture_repo import KIT, base_files, commit, engine, git, init_repo, recipe_files, write
 
 pytest.importorskip("model_compile.analyze")
@@ -65,19 +64,20 @@ def test_add_kit_compile_is_clean(history):
     assert not [f for f in rep.new if f.severity == "error"] and rep.exit_code == 0
 
 
-def test_move_after_wrapping_is_new_mc404(history):
+def test_move_kit_compile_after_wrapping_is_new_mc408(history):
     rep = _step(history, "add", "move")
-    assert "MC404" in _rules(rep.new) and rep.exit_code == 1
+    assert _rules(rep.new) == ["MC408"] and rep.exit_code == 1
     (d,) = rep.recipes
     assert "compile moved: now after parallelize_model (wrap)" in d.ledger_changes
-    f = next(f for f in rep.new if f.rule == "MC404")
+    f = next(f for f in rep.new if f.rule == "MC408")
+    assert "move the kit call before `parallelize_model(...)`" in f.fix
     assert f.file == "recipes/vlm/engine/vlm_engine.py" and f.side == "head" and f.near_change
     assert rep.new[0].near_change  # findings at the change sort first
 
 
-def test_fix_is_fixed_mc404(history):
+def test_fix_is_fixed_mc408(history):
     rep = _step(history, "move", "fix")
-    assert "MC404" in _rules(rep.fixed) and "MC404" not in _rules(rep.new)
+    assert "MC408" in _rules(rep.fixed) and "MC408" not in _rules(rep.new)
     assert rep.exit_code == 0
     assert "compile moved: now before parallelize_model (wrap)" in rep.recipes[0].ledger_changes
 

@@ -14,15 +14,17 @@ from model_compile.discover.recipes import find_recipes, group_files, repo_root_
 from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
+from model_compile.findings.selection import apply_severity, apply_suppressions, selected_rules
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
-from model_compile.rules import ALL_RULES
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
+from model_compile.settings import Settings, parse_settings
 
 
-def review_context(ctx: RecipeContext) -> RecipeReport:
-    """Run every rule over one parsed recipe."""
+def review_context(ctx: RecipeContext, settings: Settings | None = None) -> RecipeReport:
+    """Run the selected rules over one parsed recipe; apply severity overrides and ignore comments."""
+    settings = settings or Settings()
     report = RecipeReport(
         name=ctx.loc.name,
         path=ctx.loc.prefix or ".",
@@ -34,8 +36,9 @@ def review_context(ctx: RecipeContext) -> RecipeReport:
         documentation=ctx.docs,
     )
     findings: list[Finding] = []
-    for rule in ALL_RULES:
+    for rule in selected_rules(settings):
         findings.extend(rule().check(ctx))
+    findings = apply_suppressions(apply_severity(findings, settings), ctx.suppressions)
     report.findings = _dedupe(findings)
     return report
 
@@ -65,14 +68,17 @@ def analyze_tree(
     locations = [replace(loc, root=root_label) for loc in find_recipes(tree, single_name)]
     if recipes is not None:
         locations = [loc for loc in locations if loc.name in recipes]
-    facts = repo_facts(repo_tree if repo_tree is not None else tree)
+    source = repo_tree if repo_tree is not None else tree
+    facts = repo_facts(source)
+    settings = _settings(source)
+    selected = {r.id for r in selected_rules(settings)}
     report = Report(version=__version__, root=root_label, kit=facts.kit)
     groups = group_files(tree)
     for loc in locations:
         files = groups.get(loc.name, []) if loc.prefix else None
-        report.recipes.append(review_context(build_context(tree, loc, facts, files)))
+        report.recipes.append(review_context(build_context(tree, loc, facts, files), settings))
     for kit in facts.kit:
-        if not kit.in_place:
+        if not kit.in_place and "MC103" in selected:
             report.findings.append(
                 Finding(
                     rule="MC103",
@@ -82,9 +88,23 @@ def analyze_tree(
                     message=f"{kit.class_name}.apply_model_compile does not compile in place: keys gain `_orig_mod.` in every kit recipe",
                     fix="use module.compile(backend=backend, mode=mode) inside the kit",
                     code=f"def apply_model_compile  # {kit.class_name}",
+                    subject=f"kit {kit.class_name}.apply_model_compile",
                 )
             )
+    report.findings = apply_severity(report.findings, settings)
     return report
+
+
+def _settings(tree: SourceTree) -> Settings:
+    """`[tool.model-compile]` of the repository the tree belongs to (its pyproject.toml)."""
+    data = tree.read_bytes("pyproject.toml")
+    if data is None:
+        return Settings()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("pyproject.toml: cannot read [tool.model-compile]: not UTF-8") from None
+    return parse_settings(text, "pyproject.toml")
 
 
 def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str] | None = None) -> Report:

@@ -48,12 +48,20 @@ def _table(repo_root: Path) -> dict[str, Any]:
     try:
         if not pyproject.is_file():
             return {}
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{pyproject}: cannot read [tool.model-compile]: {exc}") from None
+    return _table_of(text, str(pyproject))
+
+
+def _table_of(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: cannot read [tool.model-compile]: {exc}") from None
     table = data.get("tool", {}).get("model-compile", {})
     if not isinstance(table, dict):
-        raise InputError(f"{pyproject}: [tool.model-compile] must be a table")
+        raise InputError(f"{where}: [tool.model-compile] must be a table")
     return table
 
 
@@ -61,12 +69,20 @@ def load_settings(repo_root: Path | None) -> Settings:
     """Settings of the repository at `repo_root` (defaults when it has none)."""
     if repo_root is None:
         return Settings()
-    table = _table(Path(repo_root))
+    return _validate(_table(Path(repo_root)), str(Path(repo_root) / "pyproject.toml"))
+
+
+def parse_settings(pyproject_text: str | None, where: str = "pyproject.toml") -> Settings:
+    """Settings from the text of a pyproject.toml (e.g. read from a git revision); defaults when None."""
+    if pyproject_text is None:
+        return Settings()
+    return _validate(_table_of(pyproject_text, where), where)
+
+
+def _validate(table: dict[str, Any], pyproject: str) -> Settings:
     try:
         return Settings.model_validate(table)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "table"
-        raise InputError(
-            f"{Path(repo_root) / 'pyproject.toml'}: [tool.model-compile] {where}: {first['msg']}"
-        ) from None
+        raise InputError(f"{pyproject}: [tool.model-compile] {where}: {first['msg']}") from None

@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
 from model_compile.parse.models import ConfigFacts, Documentation
-from model_compile.rules.finding import Finding
+from model_compile.rules.finding import Finding, active
 from model_compile.vocabulary import CompilePath
 
 
@@ -26,7 +26,8 @@ class RecipeReport(BaseModel):
 
     @property
     def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
+        """Error findings not suppressed by an ignore comment."""
+        return [f for f in active(self.findings) if f.severity == "error"]
 
 
 class Report(BaseModel):
@@ -42,6 +43,7 @@ class Report(BaseModel):
     )
 
     def all_findings(self) -> list[Finding]:
+        """Kit findings then every recipe's, suppressed ones included."""
         out = list(self.findings)
         for r in self.recipes:
             out.extend(r.findings)
@@ -49,5 +51,5 @@ class Report(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        """0: no error-severity finding; 1: at least one."""
-        return 1 if any(f.severity == "error" for f in self.all_findings()) else 0
+        """0: no error-severity finding (suppressed ones do not count); 1: at least one."""
+        return 1 if any(f.severity == "error" for f in active(self.all_findings())) else 0

@@ -15,6 +15,7 @@ from model_compile.parse.documentation import (
     comment_docs,
     comment_only_lines,
     documented_at,
+    ignore_comments,
     readme_docs,
     yaml_comments,
 )
@@ -23,6 +24,7 @@ from model_compile.parse.models import (
     Documentation,
     SchemaFacts,
     StageFacts,
+    Suppression,
 )
 from model_compile.parse.python import ParseFailure, PyModule, dotted, parse_module
 from model_compile.parse.schema import schema_facts
@@ -42,6 +44,7 @@ class RecipeContext:
     schema_module: PyModule | None = None
     stage_texts: dict[str, str] = field(default_factory=dict)
     docs: list[Documentation] = field(default_factory=list)
+    suppressions: list[Suppression] = field(default_factory=list)
     readme: str | None = None
     repo: RepoFacts = field(default_factory=RepoFacts)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
@@ -159,6 +162,7 @@ def build_context(
             elif parsed is not None:
                 ctx.modules[path] = parsed
                 ctx.docs.extend(comment_docs(parsed.comments, path))
+                ctx.suppressions.extend(ignore_comments(parsed.comments, path))
 
     resolve = _resolver(ctx)
     root_class = None
@@ -196,7 +200,9 @@ def build_context(
                 continue
             ctx.stage_texts[path] = text
             ctx.config.stages.append(stage_facts(text, path, name))
-            ctx.docs.extend(comment_docs(yaml_comments(text), path))
+            comments = yaml_comments(text)
+            ctx.docs.extend(comment_docs(comments, path))
+            ctx.suppressions.extend(ignore_comments(comments, path))
 
     readme_path = loc.rel("README.md")
     text, problem = read_text(tree, readme_path)

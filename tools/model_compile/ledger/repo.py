@@ -21,6 +21,10 @@ class KitFacts(BaseModel):
     class_name: str
     in_place: bool = Field(description="compiles with module.compile() (keys unchanged)")
     disables: list[str] = Field(default_factory=list, description="regions it wraps in compiler.disable")
+    found_by: dict[str, str] = Field(
+        default_factory=dict,
+        description="region -> the condition the kit tests before disabling it, e.g. hasattr(model, 'model')",
+    )
 
 
 @dataclass
@@ -42,6 +46,9 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
             if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "apply_model_compile"):
                 continue
             in_place, wrapper, disables = False, False, []
+            found_by: dict[str, str] = {}
+            guards = {id(n): ast.unparse(branch.test) for branch in ast.walk(fn) if isinstance(branch, ast.If)
+                      for stmt in branch.body for n in ast.walk(stmt)}
             for node in ast.walk(fn):
                 if not isinstance(node, ast.Call):
                     continue
@@ -54,9 +61,13 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
                     in_place = True
                 elif kind == "graph_break" and node.args:
                     target = ast.unparse(node.args[0])
-                    disables.append(target[: -len(".forward")] if target.endswith(".forward") else target)
+                    region = target[: -len(".forward")] if target.endswith(".forward") else target
+                    disables.append(region)
+                    if id(node) in guards:
+                        found_by[region] = guards[id(node)]
             out.append(
-                KitFacts(file=path, line=fn.lineno, class_name=cls.name, in_place=in_place and not wrapper, disables=disables)
+                KitFacts(file=path, line=fn.lineno, class_name=cls.name, in_place=in_place and not wrapper, disables=disables,
+                         found_by=found_by)
             )
     return out
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 
-from model_compile.parse.models import Documentation
+from model_compile.parse.models import Documentation, Suppression
 from model_compile.vocabulary import DOC_KINDS
 
 COMMENT_RE = re.compile(
     r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
+)
+IGNORE_RE = re.compile(
+    r"model-compile:\s*ignore\s*\[(?P<rules>[^\]]*)\]\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
 )
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 # Kind words as people write them in prose.
@@ -56,6 +59,18 @@ def comment_docs(comments: dict[int, str], path: str) -> list[Documentation]:
                 reason += " " + comments[nxt]
                 nxt += 1
             out.append(Documentation(kind=parsed[0], reason=reason, file=path, line=line, source="comment"))
+    return out
+
+
+def ignore_comments(comments: dict[int, str], path: str) -> list[Suppression]:
+    """Every `# model-compile: ignore[MCxxx, ...] - <reason>` comment in a file (reason may be empty)."""
+    out = []
+    for line, body in sorted(comments.items()):
+        m = IGNORE_RE.search(body)
+        if m:
+            rules = [r.strip().upper() for r in m.group("rules").split(",") if r.strip()]
+            reason = (m.group("reason") or "").strip()
+            out.append(Suppression(rules=rules, reason=reason, file=path, line=line))
     return out
 
 

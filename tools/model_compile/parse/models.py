@@ -43,7 +43,19 @@ class StageFacts(BaseModel):
     has_compile: bool = False
     values: dict[str, Any] = Field(default_factory=dict)
     lines: dict[str, int] = Field(default_factory=dict)
+    mesh: dict[str, int] = Field(
+        default_factory=dict, description="integer sizes under `parallel.mesh` (shard, replicate, tensor, ...)"
+    )
+    mesh_line: int | None = Field(default=None, description="line of `parallel.mesh.shard` (else of `mesh`)")
     problems: list[str] = Field(default_factory=list)
+
+    @property
+    def wrapping(self) -> Literal["ddp", "fsdp2"] | None:
+        """How a mesh-driven wrapper treats this stage: `shard: 1` DDP, `shard` > 1 or -1 FSDP2 per block; None: unknown."""
+        shard = self.mesh.get("shard")
+        if shard is None:
+            return None
+        return "ddp" if shard == 1 else "fsdp2" if shard > 1 or shard == -1 else None
 
 
 class ConfigFacts(BaseModel):
@@ -63,3 +75,16 @@ class Documentation(BaseModel):
     file: str
     line: int
     source: Literal["comment", "readme"]
+
+
+class Suppression(BaseModel):
+    """A `# model-compile: ignore[MC205, MC203] - <reason>` comment.
+
+    It silences the named rules on its own line and the line below; without
+    a reason it silences nothing and is itself reported (MC001).
+    """
+
+    rules: list[str]
+    reason: str
+    file: str
+    line: int

@@ -11,7 +11,7 @@ _SCALARS = {"enabled", "backend", "mode"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _construct(node: yaml.ScalarNode):
+def _construct(node: yaml.ScalarNode) -> object:
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
@@ -28,6 +28,25 @@ def _child(mapping: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
     return None
 
 
+def _read_mesh(root: yaml.Node, facts: StageFacts) -> None:
+    """`parallel.mesh.<dim>` integer sizes, statically."""
+    parallel = _child(root, "parallel")
+    mesh = _child(parallel[1], "mesh") if parallel else None
+    if mesh is None or not isinstance(mesh[1], yaml.MappingNode):
+        return
+    facts.mesh_line = mesh[0].start_mark.line + 1
+    for key, value in mesh[1].value:
+        if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode):
+            try:
+                number = _construct(value)
+            except yaml.YAMLError:
+                continue
+            if isinstance(number, int) and not isinstance(number, bool):
+                facts.mesh[key.value] = number
+                if key.value == "shard":
+                    facts.mesh_line = key.start_mark.line + 1
+
+
 def stage_facts(text: str, path: str, name: str) -> StageFacts:
     """Facts about one stage YAML; a YAML that does not parse is a problem, not a crash."""
     facts = StageFacts(file=path, name=name)
@@ -41,6 +60,8 @@ def stage_facts(text: str, path: str, name: str) -> StageFacts:
     except RecursionError:
         facts.problems.append("does not parse as YAML: nested too deeply")
         return facts
+    if root is not None:
+        _read_mesh(root, facts)
     model = _child(root, "model") if root is not None else None
     if model is None:
         return facts

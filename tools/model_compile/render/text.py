@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from model_compile.findings.models import RecipeReport, Report
-from model_compile.rules.finding import Finding
+from model_compile.rules.finding import Finding, active
 
 
 def _finding_line(f: Finding) -> str:
@@ -22,24 +22,26 @@ def _summary(r: RecipeReport) -> str:
 
 def report_text(report: Report) -> str:
     out: list[str] = []
-    for f in report.findings:
+    for f in active(report.findings):
         out.append(_finding_line(f))
     for r in report.recipes:
         out.append(f"{r.name} ({r.path}): {_summary(r)}")
-        out.extend(_finding_line(f) for f in r.findings)
+        out.extend(_finding_line(f) for f in active(r.findings))
     all_f = report.all_findings()
-    out.append(f"{len(report.recipes)} recipe(s): {_counts(all_f)} (static review only; nothing was run)")
+    quiet = len(all_f) - len(active(all_f))
+    extra = f", {quiet} suppressed by ignore comments (listed in --format json/sarif)" if quiet else ""
+    out.append(f"{len(report.recipes)} recipe(s): {_counts(active(all_f))}{extra} (static review only; nothing was run)")
     return "\n".join(out) + "\n"
 
 
 def report_markdown(report: Report, title: str) -> str:
     out = [f"## {title}", "", "| recipe | compile path | compiled target | errors | warnings |", "|---|---|---|---|---|"]
     for r in report.recipes:
-        e = sum(1 for f in r.findings if f.severity == "error")
-        w = sum(1 for f in r.findings if f.severity == "warning")
+        e = sum(1 for f in active(r.findings) if f.severity == "error")
+        w = sum(1 for f in active(r.findings) if f.severity == "warning")
         out.append(f"| {r.name} | `{r.compile_path}` | {', '.join(f'`{t}`' for t in r.compiled_target) or '-'} | {e} | {w} |")
     out.append("")
-    findings = report.all_findings()
+    findings = active(report.all_findings())
     if findings:
         out += ["| rule | severity | location | message | fix |", "|---|---|---|---|---|"]
         for f in findings:

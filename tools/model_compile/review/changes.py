@@ -73,7 +73,7 @@ def resolve_commit(repo: git.Repo, rev: str) -> git.Commit:
         commit = obj if isinstance(obj, git.Commit) else obj.object if isinstance(obj, git.TagObject) else None
         if commit is None:
             commit = repo.commit(rev)
-        commit.tree  # forces the object to be read: missing objects fail here
+        _ = commit.tree  # forces the object to be read: missing objects fail here
         return commit
     except (BadName, BadObject, ValueError, git.GitCommandError, IndexError, KeyError):
         raise InputError(f"unknown revision '{rev}'{_shallow_hint(repo)}") from None
@@ -109,18 +109,20 @@ def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[s
 def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, Side, list[str]]:
     notes: list[str] = []
     try:
-        repo.head.commit
+        _ = repo.head.commit
     except ValueError:
         raise InputError("the repository has no commits yet") from None
     if head is None:
-        head_side = Side(WorkTree(repo), "working tree", None)
         head_commit = repo.head.commit
-        if base is None:
-            if repo.is_dirty(index=True, working_tree=True, untracked_files=True):
+        if repo.is_dirty(index=True, working_tree=True, untracked_files=True):
+            head_side = Side(WorkTree(repo), "working tree", None)
+            if base is None:
                 base = "HEAD"
                 notes.append("base is HEAD: the working tree has uncommitted changes")
-            else:
-                notes.append("working tree is clean")
+        else:
+            # A clean tree is its HEAD commit: name what is reviewed (branch and commit).
+            head_side = Side(GitTree(head_commit), _branch_label(repo), head_commit.hexsha)
+            notes.append("working tree is clean: head is the HEAD commit")
     else:
         head_commit = resolve_commit(repo, head)
         head_side = Side(GitTree(head_commit), head, head_commit.hexsha)
@@ -131,6 +133,14 @@ def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, S
         base_commit = resolve_commit(repo, base)
         base_rev = base
     return Side(GitTree(base_commit), base_rev, base_commit.hexsha), head_side, notes
+
+
+def _branch_label(repo: git.Repo) -> str:
+    """The checked-out branch name, else `HEAD` (detached)."""
+    try:
+        return repo.active_branch.name
+    except (TypeError, ValueError):
+        return "HEAD"
 
 
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)

@@ -90,14 +90,28 @@ def _order_changes(before_events, after_events, bc, ac) -> list[str]:
 
 
 def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
+    """What changed in the compile wiring, one line per change (per-call lines win over the summary's)."""
     out: list[str] = []
-    if before.compile_path != after.compile_path:
+    path_changed = before.compile_path != after.compile_path
+    if path_changed:
         out.append(f"compile path changed: {before.compile_path} -> {after.compile_path}")
-    if sorted(before.compiled_target) != sorted(after.compiled_target):
+    per_call = _per_call_changes(before, after, path_changed)
+    covered = any(
+        kind in c for c in per_call for kind in ("compile target changed:", "compile added:", "compile removed:")
+    )
+    if sorted(before.compiled_target) != sorted(after.compiled_target) and not covered:
         out.append(
-            f"compiled target changed: {', '.join(before.compiled_target) or 'nothing'}"
+            f"compile target changed: {', '.join(before.compiled_target) or 'nothing'}"
             f" -> {', '.join(after.compiled_target) or 'nothing'}"
         )
+    out.extend(per_call)
+    if not out and _placement(before.placement) != _placement(after.placement) and after.placement:
+        out.append(f"placement: {before.placement or '?'} -> {after.placement}")
+    return out
+
+
+def _per_call_changes(before: RecipeReport, after: RecipeReport, path_changed: bool) -> list[str]:
+    out: list[str] = []
     pairs, gone, new = _pair_ledgers(before, after)
     for lg in gone:
         out.append(f"engine {lg.engine_class}: prepare_model no longer found")
@@ -110,14 +124,14 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             out.append(f"{prefix}compile added: `{e.call}` (line {e.line}, when {_cond(e.condition)})")
         for e in bcs[len(acs):]:
             out.append(f"{prefix}compile removed: `{e.call}` (was line {e.line})")
-        for bc, ac in zip(bcs, acs):
+        for bc, ac in zip(bcs, acs, strict=False):
             for msg in _order_changes(lb.events, la.events, bc, ac):
                 out.append(prefix + msg)
             if bc.target != ac.target:
                 out.append(f"{prefix}compile target changed: {bc.target or '?'} -> {ac.target or '?'}")
             if bc.condition != ac.condition:
                 out.append(f"{prefix}compile gate changed: {_cond(bc.condition)} -> {_cond(ac.condition)}")
-            if bc.compile_style != ac.compile_style:
+            if bc.compile_style != ac.compile_style and not path_changed:
                 out.append(f"{prefix}compile style changed: {bc.compile_style} -> {ac.compile_style}")
             for key in sorted(set(bc.arguments) | set(ac.arguments)):
                 if bc.arguments.get(key) != ac.arguments.get(key):
@@ -133,8 +147,6 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             out.append(f"{prefix}step added: {name}")
         for name in sorted(bn - an):
             out.append(f"{prefix}step removed: {name}")
-    if not out and _placement(before.placement) != _placement(after.placement) and after.placement:
-        out.append(f"placement: {before.placement or '?'} -> {after.placement}")
     return out
 
 
@@ -147,7 +159,12 @@ def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str
         bv = (b.default if b.default is not None else b.default_text) if bp else None
         av = (a.default if a.default is not None else a.default_text) if ap else None
         if bp != ap or bv != av:
-            out.append(ValueChange(where="schema", field=key, before=bv if bp else "(absent)", after=av if ap else "(absent)"))
+            out.append(
+                ValueChange(
+                    where="schema", field=key, before=bv if bp else "(absent)", after=av if ap else "(absent)",
+                    effect=_dead_default(after, key),
+                )
+            )
     bstages = {path_map.get(s.file, s.file): s for s in before.config.stages}
     astages = {s.file: s for s in after.config.stages}
     for file in sorted(set(bstages) | set(astages)):
@@ -161,6 +178,14 @@ def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str
             if bv != av:
                 out.append(ValueChange(where=file, field=key, before=bv, after=av))
     return out
+
+
+def _dead_default(report: RecipeReport, key: str) -> str | None:
+    """Why a schema default change does nothing: every stage YAML sets the field itself."""
+    stages = report.config.stages
+    if stages and all(key in s.values for s in stages):
+        return f"no effect at run time: every stage YAML sets {key} ({', '.join(s.name for s in stages)})"
+    return None
 
 
 def remap(f: Finding, recipe_map: dict[str, str], path_map: dict[str, str]) -> Finding:
@@ -179,8 +204,15 @@ def split_findings(
     recipe_map: dict[str, str],
     path_map: dict[str, str],
     changed_lines: dict[str, set[int]],
-) -> tuple[list[DiffFinding], list[DiffFinding], list[DiffFinding]]:
-    """(new, fixed, unchanged), matched by fingerprint as a multiset."""
+) -> tuple[list[DiffFinding], list[DiffFinding], list[DiffFinding], list[DiffFinding]]:
+    """(new, fixed, superseded, unchanged), matched by fingerprint (rule, recipe, file, subject) as a multiset.
+
+    Findings suppressed by an ignore comment take no part. A base finding that
+    disappears while a new finding of a rule at least as severe lands on the
+    same subject (the same compile call, field or stage) is superseded, not fixed.
+    """
+    base = [f for f in base if f.suppressed is None]
+    head = [f for f in head if f.suppressed is None]
     pool = Counter(remap(f, recipe_map, path_map).fingerprint for f in base)
     new, unchanged = [], []
     for f in head:
@@ -194,18 +226,47 @@ def split_findings(
         else:
             new.append(df)
     head_pool = Counter(f.fingerprint for f in head)
-    fixed = []
+    fixed, superseded = [], []
     for f in base:
         fp = remap(f, recipe_map, path_map).fingerprint
         if head_pool[fp] > 0:
             head_pool[fp] -= 1
+            continue
+        df = DiffFinding(**f.model_dump(), side="base", on_changed_line=False)
+        by = _stronger(remap(f, recipe_map, path_map), new)
+        if by is not None:
+            superseded.append(df.model_copy(update={"superseded_by": by.rule}))
         else:
-            fixed.append(DiffFinding(**f.model_dump(), side="base", on_changed_line=False))
+            fixed.append(df)
 
     def key(f: DiffFinding):
         return (not f.on_changed_line, not f.near_change, SEVERITY_ORDER.get(f.severity, 9), f.file, f.line, f.rule)
 
-    return sorted(new, key=key), sorted(fixed, key=key), sorted(unchanged, key=key)
+    return sorted(new, key=key), sorted(fixed, key=key), sorted(superseded, key=key), sorted(unchanged, key=key)
+
+
+def _subject_key(subject: str) -> str:
+    """A call subject (`compile apply_model_compile model`) keyed by kind and callee: the target may be renamed."""
+    head = subject.split(" after ")[0]
+    parts = head.split()
+    return " ".join(parts[:2]) if parts and parts[0] == "compile" else head
+
+
+def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
+    """A new finding of another rule, at least as severe, on the same recipe and subject."""
+    if not gone.subject:
+        return None
+    key = _subject_key(gone.subject)
+    for f in sorted(new, key=lambda f: SEVERITY_ORDER.get(f.severity, 9)):
+        if (
+            f.rule != gone.rule
+            and f.recipe == gone.recipe
+            and f.subject
+            and _subject_key(f.subject) == key
+            and SEVERITY_ORDER.get(f.severity, 9) <= SEVERITY_ORDER.get(gone.severity, 9)
+        ):
+            return f
+    return None
 
 
 def kit_changes(before: list, after: list, path_map: dict[str, str]) -> list[str]:

@@ -53,6 +53,10 @@ class ValueChange(BaseModel):
     field: str
     before: Any = None
     after: Any = None
+    effect: str | None = Field(
+        default=None,
+        description="set when the change does nothing at run time, e.g. a schema default every stage YAML overrides",
+    )
 
 
 class Side(BaseModel):
@@ -74,6 +78,7 @@ class RecipeDiff(BaseModel):
     config_changes: list[ValueChange] = Field(default_factory=list)
     new: int = 0
     fixed: int = 0
+    superseded: int = 0
     unchanged: int = 0
 
 
@@ -84,6 +89,9 @@ class DiffFinding(Finding):
     on_changed_line: bool = Field(default=False, description="its head-side line was added or changed")
     near_change: bool = Field(
         default=False, description=f"within {3} lines of a changed line (e.g. a moved neighbour made it wrong)"
+    )
+    superseded_by: str | None = Field(
+        default=None, description="base finding that stopped applying because a stronger new finding (this rule id) replaced it"
     )
 
 
@@ -105,6 +113,9 @@ class DiffReport(BaseModel):
     recipes: list[RecipeDiff] = Field(default_factory=list)
     new: list[DiffFinding] = Field(default_factory=list)
     fixed: list[DiffFinding] = Field(default_factory=list)
+    superseded: list[DiffFinding] = Field(
+        default_factory=list, description="base findings replaced by a stronger new finding on the same subject (not fixed)"
+    )
     unchanged: list[DiffFinding] = Field(default_factory=list)
     unchanged_count: int = 0
     notes: list[str] = Field(default_factory=list)

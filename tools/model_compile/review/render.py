@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from model_compile.review.compare import _placement
-from model_compile.review.models import DiffFinding, DiffReport, RecipeDiff
+from model_compile.review.models import DiffFinding, DiffReport, RecipeDiff, Revision, ValueChange
 
 MAX_LIST = 50  # bounded output: at most this many findings per section
 
 
-def _rev(r) -> str:
+def _rev(r: Revision) -> str:
     return r.rev if r.commit is None or r.rev.startswith(r.commit[:7]) else f"{r.rev} ({r.commit[:12]})"
 
 
 def _finding(f: DiffFinding) -> str:
     mark = "*" if f.on_changed_line else "~" if f.near_change else " "
     where = f"{f.file}:{f.line}"
-    return f"{mark} {f.severity:<7} {f.rule} {where}  {f.message}"
+    by = f"  (superseded by {f.superseded_by})" if f.superseded_by else ""
+    return f"{mark} {f.severity:<7} {f.rule} {where}  {f.message}{by}"
+
+
+def _value(c: ValueChange) -> str:
+    return f"{c.before!r} -> {c.after!r}" + (f" ({c.effect})" if c.effect else "")
 
 
 def _recipe_lines(d: RecipeDiff) -> list[str]:
@@ -38,13 +43,15 @@ def _recipe_lines(d: RecipeDiff) -> list[str]:
         out.append(f"  compile (before): {b.compile_path}")
     for c in d.ledger_changes:
         out.append(f"  - {c}")
-    for c in d.config_changes:
-        out.append(f"  - config {c.where} {c.field}: {c.before!r} -> {c.after!r}")
-    out.append(f"  findings: {d.new} new, {d.fixed} fixed, {d.unchanged} unchanged")
+    for v in d.config_changes:
+        out.append(f"  - config {v.where} {v.field}: {_value(v)}")
+    sup = f", {d.superseded} superseded" if d.superseded else ""
+    out.append(f"  findings: {d.new} new, {d.fixed} fixed{sup}, {d.unchanged} unchanged")
     return out
 
 
 def render_text(report: DiffReport, all_findings: bool = False) -> str:
+    """The diff report for a terminal."""
     lines = [f"model-compile diff {_rev(report.base)} .. {_rev(report.head)}"]
     for n in report.notes:
         lines.append(f"note: {n}")
@@ -61,6 +68,8 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
         lines.append("")
         lines.extend(_recipe_lines(d))
     sections = [("new", report.new), ("fixed", report.fixed)]
+    if report.superseded:
+        sections.append(("superseded", report.superseded))
     if all_findings:
         sections.append(("unchanged", report.unchanged))
     for title, items in sections:
@@ -82,9 +91,11 @@ def _md_escape(s: str) -> str:
 
 
 def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
+    """The diff report for a pull-request comment."""
     out = [f"## model-compile diff `{_rev(report.base)}` .. `{_rev(report.head)}`", ""]
     verdict = ":x: introduces error findings" if report.exit_code else ":white_check_mark: no new error finding"
-    out.append(f"**{verdict}** - {len(report.new)} new, {len(report.fixed)} fixed, {report.unchanged_count} unchanged")
+    sup = f", {len(report.superseded)} superseded" if report.superseded else ""
+    out.append(f"**{verdict}** - {len(report.new)} new, {len(report.fixed)} fixed{sup}, {report.unchanged_count} unchanged")
     out.append("")
     if report.kit_changed:
         out.append(f"Shared kit changed (`{'`, `'.join(report.kit_files)}`): every kit recipe is affected.")
@@ -106,13 +117,14 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
                 out.append(f"### `{d.name}`")
                 for c in d.ledger_changes:
                     out.append(f"- {_md_escape(c)}")
-                for c in d.config_changes:
-                    out.append(f"- config `{c.where}` `{c.field}`: `{c.before!r}` -> `{c.after!r}`")
+                for v in d.config_changes:
+                    effect = f" ({_md_escape(v.effect)})" if v.effect else ""
+                    out.append(f"- config `{v.where}` `{v.field}`: `{v.before!r}` -> `{v.after!r}`{effect}")
                 out.append("")
     else:
         out.append("No recipe touched.")
         out.append("")
-    sections = [("New findings", report.new), ("Fixed findings", report.fixed)]
+    sections = [("New findings", report.new), ("Fixed findings", report.fixed), ("Superseded findings", report.superseded)]
     if all_findings:
         sections.append(("Unchanged findings", report.unchanged))
     for title, items in sections:
@@ -123,7 +135,8 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
         out.append("|---|---|---|---|---|")
         for f in items[:MAX_LIST]:
             out.append(
-                f"| {f.severity} | {f.rule} | `{f.file}:{f.line}` | {'yes' if f.on_changed_line else 'near' if f.near_change else ''} | {_md_escape(f.message)} |"
+                f"| {f.severity} | {f.rule} | `{f.file}:{f.line}` | {'yes' if f.on_changed_line else 'near' if f.near_change else ''} | "
+                f"{_md_escape(f.message)}{f' (superseded by {f.superseded_by})' if f.superseded_by else ''} |"
             )
         if len(items) > MAX_LIST:
             out.append(f"\n{len(items) - MAX_LIST} more in `--format json`.")

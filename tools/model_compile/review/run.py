@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from model_compile import __version__
 from model_compile.discover.tree import SourceTree
@@ -155,13 +155,16 @@ def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
         diffs.append(d)
     report.recipes = diffs
 
-    new, fixed, unchanged = split_findings(base_findings, head_findings, renames, path_map, changed_lines)
-    report.new, report.fixed, report.unchanged = new, fixed, unchanged
+    new, fixed, superseded, unchanged = split_findings(base_findings, head_findings, renames, path_map, changed_lines)
+    report.new, report.fixed, report.superseded, report.unchanged = new, fixed, superseded, unchanged
     report.unchanged_count = len(unchanged)
+    quiet = sum(1 for f in base_findings + head_findings if f.suppressed is not None)
+    if quiet:
+        report.notes.append(f"{quiet} finding(s) suppressed by ignore comments are not compared")
     by_recipe = {d.name: d for d in diffs}
-    for bucket, attr in ((new, "new"), (fixed, "fixed"), (unchanged, "unchanged")):
+    for bucket, attr in ((new, "new"), (fixed, "fixed"), (superseded, "superseded"), (unchanged, "unchanged")):
         for f in bucket:
-            name = renames.get(f.recipe, f.recipe) if attr == "fixed" else f.recipe
+            name = renames.get(f.recipe, f.recipe) if attr in ("fixed", "superseded") else f.recipe
             if name in by_recipe:
                 setattr(by_recipe[name], attr, getattr(by_recipe[name], attr) + 1)
     report.exit_code = 1 if any(f.severity == "error" for f in new) else 0

@@ -18,15 +18,14 @@ from model_compile.rules.path import (
 )
 from model_compile.rules.placement import (
     CheckpointingAfterCompile,
-    CompileAfterWrap,
     CompiledObjectNotReturned,
     FreezeAfterCompile,
     PatchAfterCompile,
     TwoCompilePaths,
     UnreachableCompile,
-    WholeModelBeforeBlockSharding,
 )
-from model_compile.rules.structure import FileDoesNotParse, NoCompileSupport
+from model_compile.rules.structure import FileDoesNotParse, NoCompileSupport, SuppressionWithoutReason
+from model_compile.rules.wrapping import CompileAfterWrap, KitCompileAfterWrap, WholeModelBeforeBlockSharding
 
 ALL_RULES: list[type[Rule]] = sorted(
     [
@@ -49,8 +48,16 @@ ALL_RULES: list[type[Rule]] = sorted(
         UnreachableCompile,
         TwoCompilePaths,
         WholeModelBeforeBlockSharding,
+        KitCompileAfterWrap,
+        SuppressionWithoutReason,
     ],
     key=lambda r: r.id,
 )
 
 RULES_BY_ID = {r.id: r for r in ALL_RULES}
+
+
+def matching(pattern: str) -> list[str]:
+    """Rule ids a `select`/`ignore` entry names: an id or a prefix (`MC4`, `MC`)."""
+    pattern = pattern.strip().upper()
+    return [r.id for r in ALL_RULES if r.id.startswith(pattern)] if pattern else []

@@ -59,9 +59,13 @@ class Rule:
     INVALID: ClassVar[list[Example]] = []
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
+        """The rule's findings on one recipe."""
         raise NotImplementedError
 
-    def finding(self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None) -> Finding:
+    def finding(
+        self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None, *, subject: str
+    ) -> Finding:
+        """A finding of this rule; `subject` names what it is about (a field, call or stage), not where."""
         mod = ctx.modules.get(file)
         code = mod.line(line) if mod else _text_line(ctx.stage_texts.get(file) or (ctx.readme if file.endswith("README.md") else None), line)
         return Finding(
@@ -73,6 +77,7 @@ class Rule:
             fix=fix or self.fix,
             recipe=ctx.loc.name,
             code=code,
+            subject=subject,
         )
 
 
@@ -148,6 +153,19 @@ def exclusive(a: Event, b: Event) -> bool:
 def same_model(a: Event, b: Event) -> bool:
     """Unknown identities are assumed to be the same model (conservative)."""
     return a.model_identity is None or b.model_identity is None or a.model_identity == b.model_identity
+
+
+_CALLEE_RE = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def call_subject(event: Event) -> str:
+    """A compile (or other) call named by its callee and target: stable when arguments or lines change."""
+    call = re.sub(r"^\s*(return\s+|[\w.\[\]'\"]+(\s*,\s*[\w.]+)*\s*=(?!=)\s*)", "", event.call or "")
+    m = _CALLEE_RE.search(call)
+    callee = m.group(1).rsplit(".", 1)[-1] if m else event.kind
+    if callee in ("compile", "disable") and m:
+        callee = m.group(1)
+    return f"{event.kind} {callee}" + (f" {event.target}" if event.target else "")
 
 
 def compile_events(ctx: RecipeContext, reachable: bool = True) -> list[tuple[int, Event, list[Event]]]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.rules.base import Example, Rule, compile_events, gate_state
+from model_compile.parse.models import FieldFact
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, engine_text, mark, replace_once
 from model_compile.vocabulary import BACKENDS, MODES
@@ -62,13 +63,14 @@ class SchemaLacksCompile(Rule):
         file = schema.file or ctx.loc.rel("configs/schema.py")
         if schema.compile_class is None:
             detail = "; ".join(schema.problems) if schema.problems else f"{schema.model_class or 'the model config'} has no `compile` field"
-            yield self.finding(ctx, file, schema.compile_field_line or 1, f"recipe compiles but {detail}")
+            yield self.finding(ctx, file, schema.compile_field_line or 1, f"recipe compiles but {detail}", subject="schema model.compile")
             return
         missing = [n for n in ("enabled", "backend", "mode") if not schema.fields.get(n) or not schema.fields[n].present]
         if missing:
             yield self.finding(
                 ctx, file, schema.compile_field_line or 1,
                 f"{schema.compile_class} lacks {', '.join(missing)}",
+                subject="schema model.compile fields",
             )
 
 
@@ -99,22 +101,42 @@ class InvalidCompileValue(Rule):
             fact = schema.fields.get(name)
             if fact and fact.present:
                 if fact.default is not None and fact.default not in ALLOWED[name]:
-                    yield self.finding(ctx, schema.file, fact.line or 1, f"default {name} {fact.default!r} is not one of {ALLOWED[name]}")
+                    yield self.finding(
+                        ctx, schema.file, fact.line or 1, f"default {name} {fact.default!r} is not one of {ALLOWED[name]}",
+                        _typed_hint(fact, name), subject=f"schema default {name}",
+                    )
                 bad = [v for v in fact.allowed or [] if v not in ALLOWED[name]]
                 if bad:
-                    yield self.finding(ctx, schema.file, fact.line or 1, f"{name} type admits {bad}, outside {ALLOWED[name]}")
+                    yield self.finding(
+                        ctx, schema.file, fact.line or 1, f"{name} type admits {bad}, outside {ALLOWED[name]}",
+                        subject=f"schema type {name}",
+                    )
         enabled = schema.fields.get("enabled")
         if enabled and enabled.present:
             if enabled.default_text is not None and enabled.default is not None and not isinstance(enabled.default, bool):
-                yield self.finding(ctx, schema.file, enabled.line or 1, f"default enabled {enabled.default!r} is not a bool")
+                yield self.finding(
+                    ctx, schema.file, enabled.line or 1, f"default enabled {enabled.default!r} is not a bool",
+                    subject="schema default enabled",
+                )
             if enabled.annotation and enabled.annotation.replace(" ", "") not in ("bool", "StrictBool", "pydantic.StrictBool"):
-                yield self.finding(ctx, schema.file, enabled.line or 1, f"enabled is typed `{enabled.annotation}`, not bool")
+                yield self.finding(
+                    ctx, schema.file, enabled.line or 1, f"enabled is typed `{enabled.annotation}`, not bool",
+                    subject="schema type enabled",
+                )
         for stage in ctx.config.stages:
             for name in ("backend", "mode"):
                 if name in stage.values and stage.values[name] not in ALLOWED[name]:
-                    yield self.finding(ctx, stage.file, stage.lines.get(name, 1), f"{stage.name}: {name} {stage.values[name]!r} is not one of {ALLOWED[name]}")
+                    yield self.finding(
+                        ctx, stage.file, stage.lines.get(name, 1),
+                        f"{stage.name}: {name} {stage.values[name]!r} is not one of {ALLOWED[name]}",
+                        subject=f"stage {stage.name} {name}",
+                    )
             if "enabled" in stage.values and not isinstance(stage.values["enabled"], bool):
-                yield self.finding(ctx, stage.file, stage.lines.get("enabled", 1), f"{stage.name}: enabled {stage.values['enabled']!r} is not a bool")
+                yield self.finding(
+                    ctx, stage.file, stage.lines.get("enabled", 1),
+                    f"{stage.name}: enabled {stage.values['enabled']!r} is not a bool",
+                    subject=f"stage {stage.name} enabled",
+                )
 
 
 class EnabledWithoutIntent(Rule):
@@ -154,12 +176,18 @@ class EnabledWithoutIntent(Rule):
         if enabled and enabled.default is True and not ctx.documented("enabled", schema.file or "", enabled.line or 0):
             overridden = [s.name for s in ctx.config.stages if s.values.get("enabled") is False]
             extra = f" (every stage sets false: {', '.join(overridden)})" if overridden and len(overridden) == len(ctx.config.stages) else ""
-            yield self.finding(ctx, schema.file, enabled.line or 1, f"schema default enables compile{extra}; is that intended?")
+            yield self.finding(
+                ctx, schema.file, enabled.line or 1, f"schema default enables compile{extra}; is that intended?",
+                subject="schema default enabled",
+            )
         for stage in ctx.config.stages:
             if stage.values.get("enabled") is True:
                 line = stage.lines.get("enabled", 1)
                 if not ctx.documented("enabled", stage.file, line):
-                    yield self.finding(ctx, stage.file, line, f"stage {stage.name} enables compile without a documented reason")
+                    yield self.finding(
+                        ctx, stage.file, line, f"stage {stage.name} enables compile without a documented reason",
+                        subject=f"stage {stage.name} enabled",
+                    )
 
 
 class ConfigNotWired(Rule):
@@ -244,30 +272,49 @@ class ConfigNotWired(Rule):
                 ctx, ledger.file, ledger.line,
                 f"the config has model.compile but {ledger.engine_class}.prepare_model() never compiles",
                 fix=f"add the kit call: model-compile generate {ctx.loc.display_path} --path kit",
+                subject=f"{ledger.engine_class}.prepare_model",
             )
         for _, e, _ in events:
             state = gate_state(e)
             if state == "inverted":
-                yield self.finding(ctx, e.file, e.line, f"`{e.call}` runs when model.compile.enabled is false (inverted gate)")
+                yield self.finding(
+                    ctx, e.file, e.line, f"`{e.call}` runs when model.compile.enabled is false (inverted gate)",
+                    subject=f"{call_subject(e)} gate",
+                )
             elif state == "ungated":
-                yield self.finding(ctx, e.file, e.line, f"`{e.call}` is not gated by model.compile.enabled")
+                yield self.finding(
+                    ctx, e.file, e.line, f"`{e.call}` is not gated by model.compile.enabled", subject=f"{call_subject(e)} gate"
+                )
             for name in ("backend", "mode"):
                 value = e.arguments.get(name)
                 if value is None:
-                    yield self.finding(ctx, e.file, e.line, f"`{e.call}` does not pass {name} from model.compile.{name}")
+                    yield self.finding(
+                        ctx, e.file, e.line, f"`{e.call}` does not pass {name} from model.compile.{name}",
+                        subject=f"{call_subject(e)} {name}",
+                    )
                 elif f"compile.{name}" not in value:
-                    yield self.finding(ctx, e.file, e.line, f"{name} is hard-coded as {value} instead of model.compile.{name}")
+                    yield self.finding(
+                        ctx, e.file, e.line, f"{name} is hard-coded as {value} instead of model.compile.{name}",
+                        subject=f"{call_subject(e)} {name}",
+                    )
 
 
 class UntypedCompileChoice(Rule):
     id = "MC205"
-    severity = "warning"
-    title = "backend or mode typed as a plain string"
-    what = "Flags `backend: str` / `mode: str` in the compile section (any typo validates)."
-    why = "With a Literal type, `backend: inductr` fails when the config loads instead of at the first step on the accelerator."
+    severity = "info"
+    title = "backend or mode typed as a plain string (suggestion)"
+    what = (
+        "Suggests typing `backend: str` / `mode: str` with a Literal of the allowed values. A suggestion, not a "
+        "warning: MC202 already checks the schema default and every stage YAML, so code whose configured values "
+        "are all valid is correct as written."
+    )
+    why = (
+        "With a Literal type, a typo in a `--config-override` (which no stage YAML shows) fails when the config "
+        "loads instead of at the first step on the accelerator. Some repositories keep `str` on purpose."
+    )
     example = 'backend: str = "inductor"'
     use_instead = 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"'
-    fix = "type it with Literal[...] of the allowed values"
+    fix = "optionally type it with Literal[...] of the allowed values (or silence MC205 in [tool.model-compile] ignore)"
     VALID = [
         Example(),
         Example(schema=replace_once(SCHEMA, "    mode: Literal", '    cache_dir: str = ""\n    mode: Literal'), note="other str field in the section"),
@@ -278,5 +325,22 @@ class UntypedCompileChoice(Rule):
         schema = ctx.config.schema_
         for name in ("backend", "mode"):
             fact = schema.fields.get(name)
-            if fact and fact.present and fact.allowed is None and (fact.annotation or "").replace(" ", "") in ("str", "str|None", "Optional[str]"):
-                yield self.finding(ctx, schema.file, fact.line or 1, f"{schema.compile_class}.{name} is `{fact.annotation}`: invalid values pass validation")
+            if fact and fact.present and _plain_str(fact):
+                yield self.finding(
+                    ctx, schema.file, fact.line or 1,
+                    f"{schema.compile_class}.{name} is `{fact.annotation}`; its configured values are checked by MC202, "
+                    f"a Literal type would also reject typos in overrides",
+                    subject=f"schema type {name}",
+                )
+
+
+def _plain_str(fact: FieldFact) -> bool:
+    return fact.allowed is None and (fact.annotation or "").replace(" ", "") in ("str", "str|None", "Optional[str]")
+
+
+def _typed_hint(fact: FieldFact, name: str) -> str:
+    """MC202's fix hint, with the Literal suggestion folded in when the field is a plain `str`."""
+    allowed = ", ".join(ALLOWED[name])
+    if _plain_str(fact):
+        return f"use one of {allowed}; typing the field Literal[...] makes the config loader reject such typos"
+    return f"use one of {allowed}"

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
-from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.rules.base import Example, Rule, call_subject, compile_events
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 from model_compile.vocabulary import FALLBACK_KINDS
@@ -64,6 +64,7 @@ class CompileOutsideKit(Rule):
                     event.file,
                     event.line,
                     f"`{event.call}` compiles {event.target or 'the model'} outside the kit and no fallback is documented",
+                    subject=call_subject(event),
                 )
 
 
@@ -143,7 +144,10 @@ class UndocumentedGraphBreak(Rule):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     if ctx.documented("graph-break", path, node.lineno):
                         continue
-                yield self.finding(ctx, path, line, f"graph-break region `{mod.line(line)}` has no documented reason")
+                yield self.finding(
+                    ctx, path, line, f"graph-break region `{mod.line(line)}` has no documented reason",
+                    subject=f"graph-break {_region(node)}",
+                )
 
 
 class TorchCompileWrapper(Rule):
@@ -202,6 +206,7 @@ class TorchCompileWrapper(Rule):
                     event.line,
                     f"`{event.call}` wraps {event.target or 'the module'} in an OptimizedModule: "
                     "state_dict keys and parameter names gain `_orig_mod.`",
+                    subject=call_subject(event),
                 )
 
 
@@ -238,6 +243,16 @@ class FallbackKindMismatch(Rule):
                 if kind not in shapes:
                     seen = ", ".join(sorted(shapes)) or "whole-model compile"
                     yield self.finding(
-                        ctx, doc.file, doc.line, f"documented as `{kind}` but the code looks like: {seen}"
+                        ctx, doc.file, doc.line, f"documented as `{kind}` but the code looks like: {seen}",
+                        subject=f"{kind} note on {call_subject(event)}",
                     )
                 break
+
+
+def _region(node: ast.AST) -> str:
+    """What a graph-break call or decorated function disables, for the finding's subject."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name
+    if isinstance(node, ast.Call) and node.args:
+        return ast.unparse(node.args[0])
+    return ast.unparse(node)[:80]

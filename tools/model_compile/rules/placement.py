@@ -1,14 +1,14 @@
-"""MC301 and MC401-MC407: what is compiled, and where compile sits."""
+"""MC301 and MC401-MC406: what is compiled, and where compile sits relative to the other steps
+(distributed wrapping: rules/wrapping.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.ledger.summary import code_shapes
-from model_compile.rules.base import Example, Rule, compile_events, exclusive, same_model
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, same_model
 from model_compile.rules.finding import Finding
-from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
+from model_compile.rules.path import KIT_CALL
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 
 _KIT = "    model = " + KIT_CALL.replace("\n", "\n    ")
@@ -78,7 +78,10 @@ class CompiledObjectNotReturned(Rule):
                 if e.kind != "compile" or not e.reachable:
                     continue
                 if e.compile_style == "wrapper" and not e.replaces_model:
-                    yield self.finding(ctx, e.file, e.line, f"the result of `{e.call}` is discarded: nothing is compiled")
+                    yield self.finding(
+                        ctx, e.file, e.line, f"the result of `{e.call}` is discarded: nothing is compiled",
+                        subject=call_subject(e),
+                    )
                 elif (
                     ledger.returned_identity is not None
                     and e.model_identity is not None
@@ -88,6 +91,7 @@ class CompiledObjectNotReturned(Rule):
                         ctx, e.file, e.line,
                         f"`{e.call}` compiles {e.target}, which is not the model prepare_model() returns "
                         "(a copy, or the model was rebuilt afterwards)",
+                        subject=call_subject(e),
                     )
 
 
@@ -104,6 +108,7 @@ class _AfterCompile(Rule):
                     yield self.finding(
                         ctx, later.file, later.line,
                         f"{self.noun} `{later.call}` runs after compile (`{c.call}`, line {c.line})",
+                        subject=f"{call_subject(later)} after {call_subject(c)}",
                     )
 
 
@@ -196,59 +201,6 @@ class CheckpointingAfterCompile(_AfterCompile):
     ]
 
 
-class CompileAfterWrap(Rule):
-    id = "MC404"
-    severity = "error"
-    title = "compile after distributed wrapping"
-    what = "Flags compile reached after DDP/FSDP/fully_shard/parallelize_* unless documented as `post-wrap`."
-    why = "Compiling a DDP/FSDP wrapper traces its hooks and communication (PyTorch's where-to-apply-compile guide); FSDP2 expects compiled blocks before sharding."
-    example = "model = parallelize_model(model, ...)\nmodel.compile()"
-    use_instead = "compile before parallelize_model(...), or document `# model-compile: post-wrap - <reason>`"
-    fix = "move compile before the wrap, or document `# model-compile: post-wrap - <reason>`"
-    VALID = [
-        Example(),
-        Example(
-            body=replace_once(
-                _WITHOUT_COMPILE,
-                _RETURN,
-                "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
-                "if self.config.model.compile.enabled:\n"
-                "    # model-compile: post-wrap - the DeepSpeed engine must own the module first\n"
-                "    model.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
-                "return model\n",
-            ),
-            note="documented post-wrap",
-        ),
-        Example(
-            body=replace_once(
-                _WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n"
-            ),
-            readme="# Example\n\n## Compile\n\nCompile runs post-wrap: the DeepSpeed engine must own the module before it is compiled.\n",
-            note="post-wrap documented in the README",
-        ),
-    ]
-    INVALID = [
-        Example(
-            body=mark(
-                replace_once(
-                    _WITHOUT_COMPILE, _RETURN, "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _GATED_KIT + "return model\n"
-                ),
-                "apply_model_compile(",
-                "MC404",
-            )
-        )
-    ]
-
-    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
-        for idx, c, events in compile_events(ctx):
-            wraps = [w for w in events[:idx] if w.kind == "wrap" and w.reachable and not exclusive(w, c)]
-            if not wraps:
-                continue
-            if ctx.documented("post-wrap", c.file, c.line) or ctx.readme_documents("post-wrap"):
-                continue
-            yield self.finding(ctx, c.file, c.line, f"`{c.call}` runs after distributed wrapping (`{wraps[-1].call}`, line {wraps[-1].line})")
-
-
 class UnreachableCompile(Rule):
     id = "MC405"
     severity = "error"
@@ -271,7 +223,7 @@ class UnreachableCompile(Rule):
         for ledger in ctx.ledgers:
             for e in ledger.events:
                 if e.kind == "compile" and not e.reachable:
-                    yield self.finding(ctx, e.file, e.line, f"`{e.call}` is never reached")
+                    yield self.finding(ctx, e.file, e.line, f"`{e.call}` is never reached", subject=call_subject(e))
 
 
 class TwoCompilePaths(Rule):
@@ -319,33 +271,12 @@ class TwoCompilePaths(Rule):
                 if exclusive(a, b) or not same_model(a, b):
                     continue
                 if _overlap(a.target or "", b.target or ""):
-                    yield self.finding(ctx, b.file, b.line, f"`{b.call}` compiles again what `{a.call}` (line {a.line}) already compiles")
+                    yield self.finding(
+                        ctx, b.file, b.line, f"`{b.call}` compiles again what `{a.call}` (line {a.line}) already compiles",
+                        subject=f"{call_subject(b)} after {call_subject(a)}",
+                    )
 
 
 def _overlap(a: str, b: str) -> bool:
     a, b = a.removeprefix("each of "), b.removeprefix("each of ")
     return a == b or b.startswith(a + ".") or a.startswith(b + ".") or not a or not b
-
-
-class WholeModelBeforeBlockSharding(Rule):
-    id = "MC407"
-    severity = "info"
-    title = "whole-model compile before per-block FSDP2 sharding"
-    what = "Notes a whole-model compile placed before a wrapper that applies fully_shard block by block."
-    why = "Dynamo then traces FSDP2's per-block hooks inside one big graph; torchtitan and VeOmni compile each block (regional) before fully_shard, which also cuts cold-start compile time."
-    example = "model.compile()\nfor block in model.layers: fully_shard(block)"
-    use_instead = "regional compile: for block in model.model.language_model.layers: block.compile(...)"
-    fix = "consider regional compile (model-compile generate RECIPE --path regional) when FSDP2 shards per block"
-    VALID = [Example(), Example(body=REGIONAL_BODY, files=_FSDP2_PER_BLOCK, note="regional compile before per-block sharding")]
-    INVALID = [Example(body=mark(CANONICAL_BODY, "apply_model_compile(", "MC407"), files=_FSDP2_PER_BLOCK)]
-
-    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
-        for idx, c, events in compile_events(ctx):
-            if "regional" in code_shapes(ctx, c) or "submodule" in code_shapes(ctx, c):
-                continue
-            for w in events[idx + 1 :]:
-                name = w.call.split("(")[0].split(".")[-1]
-                in_loop = any(b.arm == "loop" for b in w.branches)
-                if w.kind == "wrap" and (name in ctx.repo.per_block_wrappers or (name == "fully_shard" and in_loop)):
-                    yield self.finding(ctx, c.file, c.line, f"whole-model compile before `{w.call.split('(')[0]}(...)`, which shards block by block")
-                    break

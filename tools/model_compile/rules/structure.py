@@ -1,4 +1,4 @@
-"""MC000 (file does not parse) and MC100 (recipe without compile)."""
+"""MC000 (file does not parse), MC001 (ignore comment without a reason) and MC100 (recipe without compile)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, compile_events
 from model_compile.rules.finding import Finding
-from model_compile.rules.scaffold import engine_text, mark
+from model_compile.rules.scaffold import STAGE, engine_text, mark, replace_once
 
 
 class FileDoesNotParse(Rule):
@@ -41,12 +41,12 @@ class FileDoesNotParse(Rule):
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for failure in ctx.failures:
-            yield self.finding(ctx, failure.path, failure.line, failure.message)
+            yield self.finding(ctx, failure.path, failure.line, failure.message, subject="does not parse")
         for stage in ctx.config.stages:
             for problem in stage.problems:
-                yield self.finding(ctx, stage.file, _line_of(problem), f"{stage.file} {problem}")
+                yield self.finding(ctx, stage.file, _line_of(problem), f"{stage.file} {problem}", subject="does not parse")
         for path, problem in ctx.unreadable:
-            yield self.finding(ctx, path, 1, f"{path} cannot be read: {problem}")
+            yield self.finding(ctx, path, 1, f"{path} cannot be read: {problem}", subject="unreadable")
 
 
 def _line_of(problem: str) -> int:
@@ -112,4 +112,54 @@ class NoCompileSupport(Rule):
             ledger.line,
             f"{ledger.engine_class}.prepare_model() does not compile and the schema has no model.compile section",
             fix=f"model-compile generate {path} --path kit",
+            subject=f"{ledger.engine_class}.prepare_model",
         )
+
+
+class SuppressionWithoutReason(Rule):
+    id = "MC001"
+    severity = "warning"
+    title = "ignore comment without a reason"
+    what = (
+        "Reports a `# model-compile: ignore[MCxxx]` comment that gives no reason, names no rule, or names a rule "
+        "that does not exist. Such a comment silences nothing."
+    )
+    why = (
+        "A suppression is a review decision: the next reader needs to know why the rule does not apply here. "
+        "A reasonless or misspelled suppression would otherwise hide findings without a trace."
+    )
+    example = 'backend: str = "inductor"  # model-compile: ignore[MC205]'
+    use_instead = 'backend: str = "inductor"  # model-compile: ignore[MC205] - upstream keeps str; MC202 checks values'
+    fix = "write `# model-compile: ignore[MCxxx] - <reason>` with known rule ids"
+    VALID = [
+        Example(),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductor  # model-compile: ignore[MC202] - vendor backend")},
+            note="ignore with a reason",
+        ),
+    ]
+    INVALID = [
+        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductor  # model-compile: ignore[MC202]  # <- MC001")}),
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: default  # model-compile: ignore[MC999] - typo in the id  # <- MC001")},
+            note="unknown rule id",
+        ),
+    ]
+
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
+        from model_compile.rules import RULES_BY_ID
+
+        for s in ctx.suppressions:
+            unknown = [r for r in s.rules if r not in RULES_BY_ID]
+            if not s.rules:
+                problem = "names no rule"
+            elif unknown:
+                problem = f"names unknown rule(s) {', '.join(unknown)}"
+            elif not s.reason:
+                problem = "gives no reason"
+            else:
+                continue
+            yield self.finding(
+                ctx, s.file, s.line, f"`# model-compile: ignore[{', '.join(s.rules)}]` {problem}: it silences nothing",
+                subject=f"ignore {','.join(s.rules)}",
+            )

@@ -1,0 +1,91 @@
+"""`diff` matches findings by rule, recipe, file and subject; says what a change
+really did (superseded, not fixed; a dead default; one line per change); and
+names the commit it reviews."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixture_repo import base_files, commit, engine, git, init_repo, recipe_files, write
+
+pytest.importorskip("model_compile.analyze")
+
+from model_compile.review.render import render_text  # noqa: E402
+from model_compile.review.run import review  # noqa: E402
+
+MESH = "parallel:\n  mesh:\n    replicate: -1\n    shard: {shard}\n    tensor: 1\n"
+
+
+def _repo(tmp_path: Path, shard: int = 8) -> Path:
+    files: dict[str, str | bytes] = dict(base_files())
+    files.update(recipe_files("vlm"))
+    files["recipes/vlm/configs/train.yaml"] = MESH.format(shard=shard) + str(files["recipes/vlm/configs/train.yaml"])
+    return init_repo(tmp_path / "repo", files)
+
+
+def test_a_finding_survives_an_edit_of_its_line(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    schema = root / "recipes/vlm/configs/schema.py"
+    literal = 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"'
+    schema.write_text(schema.read_text().replace(literal, 'mode: str = "default"'))
+    base = commit(root, "mode typed str (MC205)")
+    schema.write_text(schema.read_text().replace('mode: str = "default"', '\n    mode: str = "max-autotune"'))
+    head = commit(root, "other default, line moved")
+    rep = review(root, base=base, head=head)
+    assert rep.new == [] and rep.fixed == [] and rep.superseded == []
+    (f,) = [f for f in rep.unchanged if f.rule == "MC205"]
+    assert f.on_changed_line and f.code == 'mode: str = "max-autotune"'
+
+
+def test_kit_compile_moved_after_wrap_supersedes_mc407(tmp_path: Path) -> None:
+    root = _repo(tmp_path, shard=8)
+    base = git(root, "rev-parse", "HEAD")
+    write(root, {"recipes/vlm/engine/vlm_engine.py": engine("Vlm", "after_wrap")})
+    head = commit(root, "compile after parallelize_model")
+    rep = review(root, base=base, head=head)
+    assert [f.rule for f in rep.new] == ["MC408"]
+    assert rep.fixed == []
+    assert [(f.rule, f.superseded_by) for f in rep.superseded] == [("MC407", "MC408")]
+    (d,) = rep.recipes
+    assert (d.new, d.fixed, d.superseded) == (1, 0, 1)
+    text = render_text(rep)
+    assert "superseded by MC408" in text and "fixed findings: 0" in text
+
+
+def test_mc407_names_the_sharding_stages_and_is_silent_under_ddp(tmp_path: Path) -> None:
+    from model_compile.analyze import analyze_path
+
+    fsdp = analyze_path(_repo(tmp_path / "a", shard=8))
+    (f,) = [f for f in fsdp.all_findings() if f.rule == "MC407"]
+    assert "in train (parallel.mesh.shard: 8)" in f.message
+    ddp = analyze_path(_repo(tmp_path / "b", shard=1))
+    assert not [f for f in ddp.all_findings() if f.rule == "MC407"]
+
+
+def test_one_line_per_change_and_dead_default(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    base = git(root, "rev-parse", "HEAD")
+    eng = root / "recipes/vlm/engine/vlm_engine.py"
+    text = eng.read_text().replace("model = self.model_kit.apply_model_compile(\n                model,", "net = model\n            model = self.model_kit.apply_model_compile(\n                net,")
+    eng.write_text(text)
+    schema = root / "recipes/vlm/configs/schema.py"
+    schema.write_text(schema.read_text().replace('] = "default"', '] = "max-autotune"'))
+    head = commit(root, "compile an alias; change the default mode")
+    rep = review(root, base=base, head=head)
+    (d,) = rep.recipes
+    target_lines = [c for c in d.ledger_changes if "target changed" in c]
+    assert len(target_lines) <= 1, d.ledger_changes
+    (mode,) = [c for c in d.config_changes if c.where == "schema" and c.field == "mode"]
+    assert mode.effect == "no effect at run time: every stage YAML sets mode (train)"
+    assert "(no effect at run time" in render_text(rep)
+
+
+def test_clean_tree_head_is_the_branch_commit(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, {"recipes/vlm/README.md": "# vlm\n\nMore words.\n"})
+    sha = commit(root, "docs")
+    rep = review(root)
+    assert (rep.head.rev, rep.head.commit) == ("feature", sha)
+    assert render_text(rep).splitlines()[0].endswith(f".. feature ({sha[:12]})")
