@@ -46,6 +46,18 @@ class EngineResult:
     kit_attr: str | None = None
 
 
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the first engine class of a file says for rendering the compile block and config."""
+
+    model_var: str  # the model variable of prepare_model() the block compiles
+    wrapped_var: str | None  # the variable the distributed wrap assigns, if it assigns one
+    has_wrap: bool  # a wrap follows the last build/freeze ... step
+    kit_attr: str | None  # `self.<attr>` holding the model kit, if the class has one
+    class_name: str
+    config_class: str | None  # the class's `ConfigClass = ...`, if set
+
+
 def find_kit_attr(cls: cst.ClassDef) -> str | None:
     """`self.<attr>` holding a `*ModelKit()` instance, set anywhere in the class."""
 
@@ -82,7 +94,7 @@ def _ledger_for(cls: cst.ClassDef, ledgers: Mapping[str, Ledger], filename: str)
     return ledger
 
 
-def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "engine", recipe_rel: str = "") -> dict:
+def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "engine", recipe_rel: str = "") -> EngineFacts:
     """model_var / wrapped_var / kit_attr / config class of the first engine class (for rendering).
 
     `ledgers`: the ledger of each engine class of this file, by class name.
@@ -105,14 +117,14 @@ def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "en
             for small in s.body:
                 if isinstance(small, cst.Assign) and dotted(small.targets[0].target) == "ConfigClass":
                     config_class = dotted(small.value)
-    return {
-        "model_var": where.model_var,
-        "wrapped_var": wrapped,
-        "has_wrap": where.wrap is not None,
-        "kit_attr": find_kit_attr(cls),
-        "class_name": cls.name.value,
-        "config_class": config_class,
-    }
+    return EngineFacts(
+        model_var=where.model_var,
+        wrapped_var=wrapped,
+        has_wrap=where.wrap is not None,
+        kit_attr=find_kit_attr(cls),
+        class_name=cls.name.value,
+        config_class=config_class,
+    )
 
 
 def edit_engine(
