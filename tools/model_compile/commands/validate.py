@@ -35,9 +35,33 @@ def run(args) -> int:
     from model_compile.render import emit_report
 
     if args.hard:
-        from model_compile.hard.runner import run_hard
-
         return run_hard(args)
     report = analyze_path(Path(args.path), recipe=args.recipe)
     sys.stdout.write(emit_report(report, args.format, title="model-compile validate --soft"))
+    return report.exit_code
+
+
+def run_hard(args) -> int:
+    """`validate --hard`: check the options, run the layers, print the report and keep report.json."""
+    from model_compile.errors import InputError
+    from model_compile.hard import render
+    from model_compile.hard.runner import validate_hard
+
+    fmt = getattr(args, "format", "text")
+    if fmt not in ("text", "json", "markdown"):
+        raise InputError(f"--hard supports --format text, json or markdown (not {fmt})")
+    report = validate_hard(
+        Path(args.path),
+        recipe=getattr(args, "recipe", None),
+        config_name=getattr(args, "config_name", None),
+        world_size=getattr(args, "world_size", None),
+        overrides=list(getattr(args, "config_override", None) or []),
+        timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
+        trace=bool(getattr(args, "trace", False)),
+        out=Path(args.out) if getattr(args, "out", None) else None,
+    )
+    text = render.emit(report, fmt)
+    sys.stdout.write(text)
+    out = Path(report.out_dir)
+    (out / "report.json").write_text(report.model_dump_json(indent=2))
     return report.exit_code

@@ -82,13 +82,13 @@ def build_plan(opts: Options) -> Plan:
     if not engines:
         raise InputError(f"no engine class with prepare_model() in {files.rel(files.recipe)}")
     first = engines[0][3]
-    model_var = first["model_var"]
+    model_var = first.model_var
 
     choice = None
     if opts.target:
         choice = locate.TargetChoice(opts.target, False, "given with --target")
     else:
-        choice = locate.infer_target(files, opts.path, model_var, first["wrapped_var"])
+        choice = locate.infer_target(files, opts.path, model_var, first.wrapped_var)
     if choice is None:
         raise InputError(f"cannot infer a --target for --path {opts.path} statically; pass --target ATTR")
     if opts.path in ("submodule", "graph-break", "regional") and choice.target.split(".")[0] != model_var:
@@ -109,7 +109,7 @@ def build_plan(opts: Options) -> Plan:
 
     # 1. engine(s)
     for path, text, own, fx in engines:
-        kit_attr = fx["kit_attr"]
+        kit_attr = fx.kit_attr
         kit_import = kit_init = kit_attr_stmt = None
         if opts.path == "kit" and kit_attr is None:
             found = locate.find_kit_import(files.root)
@@ -120,20 +120,20 @@ def build_plan(opts: Options) -> Plan:
                 )
             kit_attr = "self.model_kit"
             kit_import = (found.module, found.name)
-            kit_init = r.kit_init(kit_attr, found.name, fx["config_class"])
+            kit_init = r.kit_init(kit_attr, found.name, fx.config_class)
             kit_attr_stmt = r.kit_attr(kit_attr, found.name)
             plan.notes.append(f"{files.rel(path)}: no kit instance; adds `from {found.module} import {found.name}`")
         target = choice.target
         if opts.path == "post-wrap" and not opts.target:
-            target = fx["wrapped_var"] or fx["model_var"]
-        block = r.block(opts.path, model_var=fx["model_var"], kit_attr=kit_attr, target=target, reason=opts.reason)
+            target = fx.wrapped_var or fx.model_var
+        block = r.block(opts.path, model_var=fx.model_var, kit_attr=kit_attr, target=target, reason=opts.reason)
         plan.snippets["compile_block"] = block
         result = engine_edit.edit_engine(
             text,
             ledgers=own,
             path_kind=opts.path,
             block=block,
-            model_var=fx["model_var"],
+            model_var=fx.model_var,
             kit_init=kit_init,
             kit_attr_stmt=kit_attr_stmt,
             kit_import=kit_import,
@@ -151,7 +151,7 @@ def build_plan(opts: Options) -> Plan:
     schema_text = _read(files.schema)
     res = edit_schema(
         schema_text,
-        root_hint=first["config_class"],
+        root_hint=first.config_class,
         render_class=lambda name, base, cfg: r.compile_class(name, base, cfg, opts.backend, opts.mode),
         render_field=r.compile_field,
         filename=files.rel(files.schema),
@@ -210,10 +210,10 @@ def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
     return out
 
 
-def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: dict) -> dict:
+def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: engine_edit.EngineFacts) -> dict:
     """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
     compile_path = "kit" if opts.path == "kit" else fallback_path(opts.path)
-    model_var = fx["model_var"]
+    model_var = fx.model_var
     rel = plan.target[len(model_var) + 1 :] if plan.target.startswith(model_var + ".") else ""
     patterns = {
         "kit": [""],

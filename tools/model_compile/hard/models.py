@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 LayerName = str  # "soft", "structure", "smoke", "impact:<file>"
 LayerStatus = Literal["passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped"]
@@ -69,6 +69,75 @@ class Wiring(BaseModel):
     documented: list[str] = Field(default_factory=list, description="fallback/intent notes: 'kind (source file:line): reason'")
 
 
+Number = int | float  # kept as written in the JSON (an int prints as an int)
+
+
+class _Part(BaseModel):
+    """Part of the runtime JSON: every field optional, unknown keys ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class RuntimeEnvironment(_Part):
+    torch: str | None = None
+
+
+class CompiledModule(_Part):
+    name: str | None = None
+
+
+class GraphBreaks(_Part):
+    total: int | None = None
+    by_reason: dict[str, int] = Field(default_factory=dict)
+
+
+class RecompileReason(_Part):
+    reason: str = ""
+
+
+class Recompiles(_Part):
+    count: int | None = None
+    reasons: list[RecompileReason] | None = None
+
+
+class RecompileLimit(_Part):
+    limit: int | None = None
+    hit: bool | None = None
+
+
+class Executed(_Part):
+    step: int | None = None
+    compiled_region_events: int | None = None
+
+
+class Timing(_Part):
+    first_step_s: Number | None = None
+    steady_state_s: Number | None = None
+    first_over_steady: Number | None = None
+
+
+class RuntimeRecord(_Part):
+    """The fields of a smoke run's runtime JSON (`runtime-rank<r>.json`) that hard validation reads.
+
+    The JSON itself is written by `model_compile.runtime.dynamo_adapter` inside the
+    recipe's tests; the report keeps it whole (`HardReport.runtime`). A missing key
+    reads as None (or empty), as the old `dict.get(...)` chains did.
+    """
+
+    rank: int | None = None
+    environment: RuntimeEnvironment = Field(default_factory=RuntimeEnvironment)
+    compiled_module_count: int | None = None
+    compiled_modules: list[CompiledModule] = Field(default_factory=list)
+    graph_breaks: GraphBreaks = Field(default_factory=GraphBreaks)
+    unique_graphs: int | None = None
+    recompiles: Recompiles = Field(default_factory=Recompiles)
+    recompile_limit: RecompileLimit = Field(default_factory=RecompileLimit)
+    executed: Executed = Field(default_factory=Executed)
+    timing: Timing = Field(default_factory=Timing)
+    orig_mod_key_count: int | None = None
+    violations: list[str] = Field(default_factory=list)
+
+
 class HardReport(BaseModel):
     tool: str = "model-compile"
     version: str
@@ -88,6 +157,11 @@ class HardReport(BaseModel):
     )
     verdict: Verdict = "incomplete"
     summary: str = ""
+
+    @property
+    def runtime_record(self) -> RuntimeRecord | None:
+        """`runtime` read through its typed model (None when no runtime JSON came back)."""
+        return RuntimeRecord.model_validate(self.runtime) if self.runtime is not None else None
 
     @property
     def exit_code(self) -> int:

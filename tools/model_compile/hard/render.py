@@ -22,22 +22,22 @@ def _wiring_lines(report: HardReport) -> list[str]:
 
 
 def _runtime_lines(report: HardReport) -> list[str]:
-    rt = report.runtime
-    if not rt:
+    if not report.runtime:
         return ["runtime: no runtime JSON (smoke did not run with compile on, or did not reach setup)"]
-    t = rt.get("timing", {})
-    lim = rt.get("recompile_limit", {})
-    ex = rt.get("executed", {})
+    rt = report.runtime_record
+    t = rt.timing
+    lim = rt.recompile_limit
+    ex = rt.executed
     return [
-        f"runtime [{report.environment.label}] torch {rt.get('environment', {}).get('torch')}:",
-        f"  compiled modules: {rt.get('compiled_module_count')} "
-        f"({', '.join((m['name'] or '<model>') for m in rt.get('compiled_modules', [])[:4])})",
-        f"  graph breaks: {rt.get('graph_breaks', {}).get('total')}  unique graphs: {rt.get('unique_graphs')}  "
-        f"recompiles: {rt.get('recompiles', {}).get('count')}  recompile limit {lim.get('limit')} hit: {lim.get('hit')}",
-        f"  compiled region executed: {ex.get('compiled_region_events')} region calls in step {ex.get('step')}",
-        f"  first step {t.get('first_step_s')} s vs steady state {t.get('steady_state_s')} s (x{t.get('first_over_steady')})",
-        f"  '_orig_mod.' keys: {rt.get('orig_mod_key_count')}",
-        *[f"  violation: {v}" for v in rt.get("violations", [])],
+        f"runtime [{report.environment.label}] torch {rt.environment.torch}:",
+        f"  compiled modules: {rt.compiled_module_count} "
+        f"({', '.join((m.name or '<model>') for m in rt.compiled_modules[:4])})",
+        f"  graph breaks: {rt.graph_breaks.total}  unique graphs: {rt.unique_graphs}  "
+        f"recompiles: {rt.recompiles.count}  recompile limit {lim.limit} hit: {lim.hit}",
+        f"  compiled region executed: {ex.compiled_region_events} region calls in step {ex.step}",
+        f"  first step {t.first_step_s} s vs steady state {t.steady_state_s} s (x{t.first_over_steady})",
+        f"  '_orig_mod.' keys: {rt.orig_mod_key_count}",
+        *[f"  violation: {v}" for v in rt.violations],
     ]
 
 

@@ -22,10 +22,11 @@ import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
 from model_compile.hard import environment as env_mod
-from model_compile.hard import layers, proc, render
+from model_compile.hard import layers, proc
 from model_compile.hard.junit import parse_junit
-from model_compile.hard.models import HardReport, LayerResult, Wiring
+from model_compile.hard.models import HardReport, LayerResult, RuntimeRecord, Wiring
 from model_compile.hard.trace import summarise
+from model_compile.hard.verdict import judge
 from model_compile.runtime import RUNTIME_DIR_ENV
 
 PYTHON_ENV = "MODEL_COMPILE_PYTHON"  # interpreter for the recipe tests (default: this one)
@@ -166,64 +167,9 @@ def _read_runtime(directory: Path) -> tuple[dict | None, list[str]]:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if primary is None or data.get("rank") == 0:
+        if primary is None or RuntimeRecord.model_validate(data).rank == 0:
             primary = data
     return primary, [str(p) for p in files]
-
-
-def _verdict(report: HardReport) -> None:
-    failed = [l for l in report.layers if l.status in ("failed", "timeout")]
-    required_missing = [l for l in report.layers if l.status == "missing" and not l.name.startswith("impact")]
-    gaps = [l for l in report.layers if l.status in ("not-run", "unavailable", "skipped", "missing")]
-    if failed:
-        first = failed[0]
-        report.verdict = "failed"
-        reason = (first.reason or "").strip().splitlines()
-        report.summary = f"layer '{first.name}' {first.status}" + (f": {reason[0][:300]}" if reason else "")
-    elif required_missing:
-        report.verdict = "failed"
-        report.summary = "missing layer(s): " + ", ".join(l.name for l in required_missing)
-    elif gaps:
-        report.verdict = "incomplete"
-        report.summary = "; ".join(f"{l.name}: {l.status}" + (f" ({l.next_step})" if l.next_step else "") for l in gaps)
-    else:
-        report.verdict = "passed"
-        report.summary = "every layer passed"
-    if report.environment.cpu_only and report.verdict != "failed":
-        report.summary += " (cpu-only: rerun the commands on a GPU/NPU machine to check compiled behaviour there)"
-    report.gaps = _gaps(report)
-
-
-def _gaps(report: HardReport) -> list[str]:
-    """What this run did not establish, and the runtime costs it measured."""
-    gaps: list[str] = []
-    if report.environment.cpu_only:
-        gaps.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
-    for layer in report.layers:
-        if layer.status in ("not-run", "missing", "skipped", "unavailable"):
-            gaps.append(f"{layer.name}: {layer.status}" + (f" - run: {layer.next_step}" if layer.next_step else ""))
-    ran = {layer.name for layer in report.layers}
-    for name in ("structure", "smoke"):
-        if name not in ran and report.verdict == "failed":
-            gaps.append(f"{name}: not reached (stopped at the first failure)")
-    rt = report.runtime or {}
-    breaks = rt.get("graph_breaks", {})
-    if breaks.get("total"):
-        top = sorted(breaks.get("by_reason", {}).items(), key=lambda kv: -kv[1])[:3]
-        gaps.append(f"{breaks['total']} graph breaks ({'; '.join(f'{n}x {r}' for r, n in top)})")
-    rec = rt.get("recompiles", {})
-    if rec.get("count"):
-        first = (rec.get("reasons") or [{}])[0].get("reason", "").splitlines()
-        gaps.append(f"{rec['count']} recompiles" + (f" (first: {first[0].strip()[:120]})" if first else ""))
-    if rt.get("recompile_limit", {}).get("hit"):
-        gaps.append("recompile_limit hit: frames fell back to eager")
-    timing = rt.get("timing", {})
-    if timing.get("first_step_s") is not None:
-        gaps.append(
-            f"compile latency: first step {timing['first_step_s']} s vs steady state {timing.get('steady_state_s')} s"
-            + (" (CPU timings; no speedup claimed)" if report.environment.cpu_only else "")
-        )
-    return gaps
 
 
 def validate_hard(
@@ -262,7 +208,7 @@ def validate_hard(
     soft, report.wiring = run_soft(recipe_root)
     report.layers.append(soft)
     if soft.status == "failed":
-        _verdict(report)
+        judge(report)
         return report
     runtime_dir = out_dir / "runtime"
     for spec in layers.plan(recipe_root, config_name, world_size, list(overrides or []), soft.compile_path):
@@ -277,30 +223,10 @@ def validate_hard(
                 report.runtime["label"] = label
             if trace:
                 report.trace = summarise(out_dir / "trace", out_dir / "tlparse")
-            if layer.status == "failed" and report.runtime and report.runtime.get("violations"):
-                layer.reason = "runtime: " + "; ".join(report.runtime["violations"]) + "\n\n" + (layer.reason or "")
+            violations = report.runtime_record.violations if report.runtime else []
+            if layer.status == "failed" and violations:
+                layer.reason = "runtime: " + "; ".join(violations) + "\n\n" + (layer.reason or "")
         if layer.status in ("failed", "timeout") or (layer.status == "missing" and spec.required):
             break
-    _verdict(report)
+    judge(report)
     return report
-
-
-def run_hard(args) -> int:
-    fmt = getattr(args, "format", "text")
-    if fmt not in ("text", "json", "markdown"):
-        raise InputError(f"--hard supports --format text, json or markdown (not {fmt})")
-    report = validate_hard(
-        Path(args.path),
-        recipe=getattr(args, "recipe", None),
-        config_name=getattr(args, "config_name", None),
-        world_size=getattr(args, "world_size", None),
-        overrides=list(getattr(args, "config_override", None) or []),
-        timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
-        trace=bool(getattr(args, "trace", False)),
-        out=Path(args.out) if getattr(args, "out", None) else None,
-    )
-    text = render.emit(report, fmt)
-    sys.stdout.write(text)
-    out = Path(report.out_dir)
-    (out / "report.json").write_text(report.model_dump_json(indent=2))
-    return report.exit_code

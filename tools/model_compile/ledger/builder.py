@@ -12,13 +12,26 @@ Nothing is imported or executed.
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
-from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from model_compile.ledger.classify import classify_call, is_graph_break_decorator
 from model_compile.ledger.models import Branch, Event, Ledger
+from model_compile.ledger.scope import (
+    Ctx,
+    Frame,
+    aliasable,
+    getattr_as_attribute,
+    identity,
+    is_false,
+    is_new_object,
+    negate,
+    resolve,
+    root_key,
+    root_name,
+    target_names,
+)
 from model_compile.parse.python import PyModule, dotted
 
 MAX_DEPTH = 4
@@ -36,43 +49,6 @@ class Callable_:
 
 # Resolves a bare function name used in a module to its definition in the recipe.
 Resolver = Callable[[PyModule, str], "Callable_ | None"]
-
-
-@dataclass
-class Frame:
-    """Walker state for one function body."""
-
-    module: PyModule
-    aliases: dict[str, ast.expr] = field(default_factory=dict)
-    models: dict[str, int] = field(default_factory=dict)
-    loops: dict[str, str] = field(default_factory=dict)
-    returned: list[int | None] = field(default_factory=list)
-
-
-@dataclass
-class Ctx:
-    """Where the walker is: gating conditions, branch arms, call chain."""
-
-    conditions: tuple[str, ...] = ()
-    branches: tuple[Branch, ...] = ()
-    via: tuple[str, ...] = ()
-    anchor: int | None = None
-    reachable: bool = True
-    depth: int = 0
-
-    def but(self, **kw) -> "Ctx":
-        return Ctx(**{**self.__dict__, **kw})
-
-
-def negate(expr: ast.expr) -> ast.expr:
-    """`not x` -> `x`; otherwise wrap in `not`."""
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        return expr.operand
-    return ast.UnaryOp(op=ast.Not(), operand=expr)
-
-
-def _is_false(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Constant) and expr.value in (False, 0, None)
 
 
 class LedgerBuilder:
@@ -106,65 +82,14 @@ class LedgerBuilder:
         )
 
     # -- expressions -------------------------------------------------------
-    def resolve(self, expr: ast.expr, frame: Frame) -> ast.expr:
-        """Substitute local aliases into an expression (copy)."""
-        if not frame.aliases:
-            return expr
-        aliases = frame.aliases
-
-        class Sub(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name):
-                if isinstance(node.ctx, ast.Load) and node.id in aliases:
-                    return copy.deepcopy(aliases[node.id])
-                return node
-
-        return Sub().visit(copy.deepcopy(expr))
-
     def text(self, expr: ast.expr, frame: Frame) -> str:
-        resolved = self.resolve(expr, frame)
-        root = _root_name(resolved)
+        resolved = resolve(expr, frame)
+        root = root_name(resolved)
         out = ast.unparse(resolved)
         if root in frame.loops:
             rest = out[len(root):]
             return f"each of {frame.loops[root]}{rest}"
         return out
-
-    def identity(self, expr: ast.expr | None, frame: Frame, _depth: int = 0) -> int | None:
-        """Which model object an expression evaluates to (None: not a model)."""
-        if expr is None or _depth > 8:  # aliases can chain into a cycle (x = y; y = z; z = x)
-            return None
-        key = dotted(expr)
-        if key is not None:
-            if key in frame.models:
-                return frame.models[key]
-            if isinstance(expr, ast.Name) and expr.id in frame.aliases:
-                return self.identity(frame.aliases[expr.id], frame, _depth + 1)
-            return None
-        if isinstance(expr, ast.Call):
-            kind, facts = classify_call(expr)
-            full = dotted(expr.func) or ""
-            if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
-                return None  # a new object; the caller assigns a fresh id
-            if isinstance(expr.func, ast.Attribute):
-                inner = self.identity(expr.func.value, frame, _depth + 1)
-                if inner is not None and expr.func.attr not in ("parameters", "named_parameters", "state_dict"):
-                    return inner
-            for arg in list(expr.args) + [k.value for k in expr.keywords]:
-                ident = self.identity(arg, frame, _depth + 1)
-                if ident is not None:
-                    return ident
-        return None
-
-    def _is_new_object(self, expr: ast.expr) -> bool:
-        if not isinstance(expr, ast.Call):
-            return False
-        kind, _ = classify_call(expr)
-        full = dotted(expr.func) or ""
-        if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
-            return True
-        if isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Call):
-            return self._is_new_object(expr.func.value)  # build(...).to(device)
-        return False
 
     # -- statements --------------------------------------------------------
     def _block(self, body: list[ast.stmt], frame: Frame, ctx: Ctx, top: bool = False) -> bool:
@@ -189,7 +114,7 @@ class LedgerBuilder:
             if value is not None:
                 self._expr(value, frame, ctx)
             if isinstance(stmt, ast.Return):
-                ident = self.identity(stmt.value, frame) if stmt.value is not None else None
+                ident = identity(stmt.value, frame) if stmt.value is not None else None
                 if ctx.reachable:
                     frame.returned.append(ident)
                 if ctx.depth == 0 and stmt.value is not None:
@@ -201,7 +126,7 @@ class LedgerBuilder:
             self._expr(stmt.iter, frame, ctx)
             loop_ctx = ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="loop"),))
             saved = dict(frame.loops)
-            for name in _target_names(stmt.target):
+            for name in target_names(stmt.target):
                 frame.loops[name] = self.text(stmt.iter, frame)
             self._block(stmt.body, frame, loop_ctx)
             frame.loops = saved
@@ -241,12 +166,12 @@ class LedgerBuilder:
 
     def _if(self, stmt: ast.If, frame: Frame, ctx: Ctx):
         self._expr(stmt.test, frame, ctx)
-        test = self.resolve(stmt.test, frame)
+        test = resolve(stmt.test, frame)
         node = f"{frame.module.path}:{stmt.lineno}"
         then_ctx = ctx.but(
             conditions=ctx.conditions + (ast.unparse(test),),
             branches=ctx.branches + (Branch(node=node, arm="then"),),
-            reachable=ctx.reachable and not _is_false(stmt.test),
+            reachable=ctx.reachable and not is_false(stmt.test),
         )
         else_ctx = ctx.but(
             conditions=ctx.conditions + (ast.unparse(negate(test)),),
@@ -276,8 +201,8 @@ class LedgerBuilder:
             self._statement_events(target, value, frame, ctx)
         if isinstance(stmt, ast.AugAssign):
             return
-        new = self._is_new_object(value)
-        ident = None if new else self.identity(value, frame)
+        new = is_new_object(value)
+        ident = None if new else identity(value, frame)
         if new:
             ident = next(self._ids)
         for target in targets:
@@ -286,9 +211,9 @@ class LedgerBuilder:
                 continue
             if isinstance(target, ast.Name):
                 frame.aliases.pop(target.id, None)
-                ref = _getattr_as_attribute(value) or value
-                if ident is None and _aliasable(ref):
-                    resolved = self.resolve(ref, frame)
+                ref = getattr_as_attribute(value) or value
+                if ident is None and aliasable(ref):
+                    resolved = resolve(ref, frame)
                     if not any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(resolved)):
                         frame.aliases[target.id] = resolved  # `x = x.y` would alias x to itself
             if ident is not None:
@@ -354,7 +279,7 @@ class LedgerBuilder:
             return
         if kind == "upcast" or (kind == "build" and not facts.get("kit")):
             recv = call.func.value if isinstance(call.func, ast.Attribute) else None
-            if kind == "upcast" and recv is not None and self._is_new_object(recv):
+            if kind == "upcast" and recv is not None and is_new_object(recv):
                 return  # build(...).to(dtype=...) is part of the build
         target = None if kind == "build" else _first_arg(call, "model")
         if target is not None and dotted(target) is None and not isinstance(target, ast.Subscript):
@@ -381,11 +306,11 @@ class LedgerBuilder:
             if kw.arg:
                 bound[kw.arg] = kw.value
         for name, arg in bound.items():
-            ident = self.identity(arg, frame)
+            ident = identity(arg, frame)
             if ident is not None:
                 inner.models[name] = ident
-            if _aliasable(arg):
-                inner.aliases[name] = self.resolve(arg, frame)
+            if aliasable(arg):
+                inner.aliases[name] = resolve(arg, frame)
             elif dotted(arg) in frame.loops:
                 inner.loops[name] = frame.loops[dotted(arg)]
         inner.loops.update({k: v for k, v in frame.loops.items() if k not in bound})
@@ -399,10 +324,10 @@ class LedgerBuilder:
         ident = None
         if target_expr is not None:
             target = self.text(target_expr, frame)
-            root = _root_key(target_expr, frame)
+            root = root_key(target_expr, frame)
             ident = frame.models.get(root) if root else None
             if ident is None:
-                ident = self.identity(target_expr, frame)
+                ident = identity(target_expr, frame)
         self.events.append(
             Event(
                 kind=kind,  # type: ignore[arg-type]
@@ -422,64 +347,6 @@ class LedgerBuilder:
         )
 
 
-def _root_name(expr: ast.expr) -> str | None:
-    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)):
-        expr = expr.func if isinstance(expr, ast.Call) else expr.value
-    return expr.id if isinstance(expr, ast.Name) else None
-
-
-def _root_key(expr: ast.expr, frame: Frame, _depth: int = 0) -> str | None:
-    """The longest dotted prefix of expr that names a tracked model."""
-    node = expr
-    while True:
-        key = dotted(node)
-        if key is not None and key in frame.models:
-            return key
-        if isinstance(node, ast.Name) and node.id in frame.aliases:
-            return _root_key(frame.aliases[node.id], frame, _depth + 1) if _depth < 8 else None
-        if isinstance(node, (ast.Attribute, ast.Subscript)):
-            node = node.value
-        elif isinstance(node, ast.Call):
-            node = node.func
-        else:
-            break
-    root = _root_name(expr)
-    if root and root in frame.loops:
-        # each of model.layers: the loop iterates over the model named first.
-        text = frame.loops[root]
-        head = text.split(".")[0].split("(")[0]
-        return head if head in frame.models else None
-    return None
-
-
-def _getattr_as_attribute(expr: ast.expr) -> ast.Attribute | None:
-    """`getattr(x, "name"[, default])` read as `x.name`."""
-    if (
-        isinstance(expr, ast.Call)
-        and isinstance(expr.func, ast.Name)
-        and expr.func.id == "getattr"
-        and len(expr.args) >= 2
-        and isinstance(expr.args[1], ast.Constant)
-        and isinstance(expr.args[1].value, str)
-        and expr.args[1].value.isidentifier()
-    ):
-        return ast.Attribute(value=expr.args[0], attr=expr.args[1].value, ctx=ast.Load())
-    return None
-
-
-def _aliasable(expr: ast.expr) -> bool:
-    """Pure references worth substituting: names, attribute chains, getattr(x, 'y')."""
-    if dotted(expr) is not None:
-        return True
-    if isinstance(expr, ast.Subscript):
-        return _aliasable(expr.value)
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        return _aliasable(expr.operand)
-    if isinstance(expr, ast.BoolOp):
-        return all(_aliasable(v) for v in expr.values)
-    return False
-
-
 def _first_arg(call: ast.Call, keyword: str) -> ast.expr | None:
     if call.args:
         return call.args[0]
@@ -495,17 +362,6 @@ def _looks_like_function(expr: ast.expr) -> bool:
     if isinstance(expr, ast.Lambda):
         return True
     return False
-
-
-def _target_names(target: ast.expr) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        names = []
-        for elt in target.elts:
-            names.extend(_target_names(elt))
-        return names
-    return []
 
 
 def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:

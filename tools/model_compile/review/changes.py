@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
@@ -37,24 +37,6 @@ class Side:
     @property
     def is_worktree(self) -> bool:
         return self.commit is None
-
-
-@dataclass
-class Change:
-    """Everything git says about the change, classified."""
-
-    base: Side
-    head: Side
-    files: list[ChangedFile] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def renamed_files(self) -> dict[str, str]:
-        """old path -> new path."""
-        return {f.old_path: f.path for f in self.files if f.change == "renamed" and f.old_path}
-
-    def changed_lines(self) -> dict[str, set[int]]:
-        return {f.path: set(f.lines) for f in self.files if f.change != "deleted"}
 
 
 def is_shallow(repo: git.Repo) -> bool:

@@ -1,0 +1,67 @@
+"""The hard report's verdict, summary and gaps, decided from its layers and runtime record.
+
+`failed` when a layer failed or timed out or a required layer is missing;
+`incomplete` when a layer could not run, was skipped or is missing; else
+`passed`. The gaps list what the run did not establish, and the runtime costs
+(graph breaks, recompiles, compile latency) it measured.
+"""
+
+from __future__ import annotations
+
+from model_compile.hard.models import HardReport, RecompileReason, RuntimeRecord
+
+
+def judge(report: HardReport) -> None:
+    """Set `report.verdict`, `report.summary` and `report.gaps` from what the run recorded."""
+    failed = [l for l in report.layers if l.status in ("failed", "timeout")]
+    required_missing = [l for l in report.layers if l.status == "missing" and not l.name.startswith("impact")]
+    gaps = [l for l in report.layers if l.status in ("not-run", "unavailable", "skipped", "missing")]
+    if failed:
+        first = failed[0]
+        report.verdict = "failed"
+        reason = (first.reason or "").strip().splitlines()
+        report.summary = f"layer '{first.name}' {first.status}" + (f": {reason[0][:300]}" if reason else "")
+    elif required_missing:
+        report.verdict = "failed"
+        report.summary = "missing layer(s): " + ", ".join(l.name for l in required_missing)
+    elif gaps:
+        report.verdict = "incomplete"
+        report.summary = "; ".join(f"{l.name}: {l.status}" + (f" ({l.next_step})" if l.next_step else "") for l in gaps)
+    else:
+        report.verdict = "passed"
+        report.summary = "every layer passed"
+    if report.environment.cpu_only and report.verdict != "failed":
+        report.summary += " (cpu-only: rerun the commands on a GPU/NPU machine to check compiled behaviour there)"
+    report.gaps = find_gaps(report)
+
+
+def find_gaps(report: HardReport) -> list[str]:
+    """What this run did not establish, and the runtime costs it measured."""
+    gaps: list[str] = []
+    if report.environment.cpu_only:
+        gaps.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
+    for layer in report.layers:
+        if layer.status in ("not-run", "missing", "skipped", "unavailable"):
+            gaps.append(f"{layer.name}: {layer.status}" + (f" - run: {layer.next_step}" if layer.next_step else ""))
+    ran = {layer.name for layer in report.layers}
+    for name in ("structure", "smoke"):
+        if name not in ran and report.verdict == "failed":
+            gaps.append(f"{name}: not reached (stopped at the first failure)")
+    rt = report.runtime_record or RuntimeRecord()
+    breaks = rt.graph_breaks
+    if breaks.total:
+        top = sorted(breaks.by_reason.items(), key=lambda kv: -kv[1])[:3]
+        gaps.append(f"{breaks.total} graph breaks ({'; '.join(f'{n}x {r}' for r, n in top)})")
+    rec = rt.recompiles
+    if rec.count:
+        first = (rec.reasons or [RecompileReason()])[0].reason.splitlines()
+        gaps.append(f"{rec.count} recompiles" + (f" (first: {first[0].strip()[:120]})" if first else ""))
+    if rt.recompile_limit.hit:
+        gaps.append("recompile_limit hit: frames fell back to eager")
+    timing = rt.timing
+    if timing.first_step_s is not None:
+        gaps.append(
+            f"compile latency: first step {timing.first_step_s} s vs steady state {timing.steady_state_s} s"
+            + (" (CPU timings; no speedup claimed)" if report.environment.cpu_only else "")
+        )
+    return gaps
