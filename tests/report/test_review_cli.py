@@ -123,3 +123,16 @@ def test_hard_layers_not_reached_are_listed_with_commands(tmp_path: Path) -> Non
 
 def test_engine_path_unchanged_in_demo() -> None:
     assert (Path(__file__).resolve().parents[2] / "examples" / "demo_repo" / KIT_ENGINE).is_file()
+
+
+def test_branch_review_is_not_hidden_by_untracked_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = git_repo(tmp_path / "r")
+    git(repo, "checkout", "-q", "-b", "feature")
+    move_compile_after_wrap(repo)
+    git(repo, "commit", "-qam", "compile the wrapped model")
+    (repo / "skills").mkdir()
+    (repo / "skills" / "notes.md").write_text("untracked\n")
+    code, out, _ = _review(capsys, str(repo), "--format", "json")
+    report = ReviewReport.model_validate_json(out)
+    assert code == 1 and report.scope.recipes == ["vlm_kit"]
+    assert any("merge base" in n for n in report.scope.notes)

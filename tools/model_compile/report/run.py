@@ -63,13 +63,41 @@ def _diff(root: Path, base: str | None, head: str | None) -> tuple[DiffReport, R
         seen.append((tree, report))
         return report
 
+    notes: list[str] = []
+    if base is None and head is None:
+        base, notes = _branch_base(root)
     diff = review(root, base=base, head=head, analyze=analyze)
+    diff.notes = notes + [n for n in diff.notes if not n.startswith("working tree")] if notes else diff.notes
     head_report = None
     for tree, report in seen:
         commit = getattr(getattr(tree, "commit", None), "hexsha", None)
         if (diff.head.commit is None and isinstance(tree, WorkTree)) or (commit and commit == diff.head.commit):
             head_report = report
     return diff, head_report
+
+
+def _branch_base(root: Path) -> tuple[str | None, list[str]]:
+    """On a branch ahead of the default branch: its merge base, so the review covers the branch's commits
+    and any uncommitted files together (stray untracked files do not hide the branch). Else None."""
+    import git
+
+    from model_compile.review.changes import default_branch
+    from model_compile.review.gittree import open_repo
+
+    repo = open_repo(root)
+    try:
+        branch = default_branch(repo)
+        if branch is None:
+            return None, []
+        head = repo.head.commit
+        bases = repo.merge_base(head, branch)
+        if not bases or bases[0].hexsha == head.hexsha:
+            return None, []
+        return bases[0].hexsha, [f"base is the merge base of HEAD with {branch}; head is the working tree"]
+    except (ValueError, git.GitCommandError):
+        return None, []
+    finally:
+        repo.close()
 
 
 @contextmanager
