@@ -137,7 +137,9 @@ def install(repo: Path, dest: Path | None = None, force: bool = False, source: P
         else:
             conflicts.append(rel)
     if conflicts and not force:
-        why = "differ from what install-skill wrote" if installed else "were not written by install-skill"
+        many = len(conflicts) > 1
+        why = (f"differ{'' if many else 's'} from what install-skill wrote" if installed
+               else f"{'were' if many else 'was'} not written by install-skill")
         raise InputError(
             f"{target}: {', '.join(conflicts)} {why} (local edits?): nothing written; pass --force to overwrite them"
         )
