@@ -33,3 +33,16 @@ def test_skill_frontmatter():
     assert fields["name"] == "model-compile"
     assert 1 <= len(fields["description"]) <= 1024 and "<" not in fields["description"] and ">" not in fields["description"]
     assert len(text.splitlines()) < 500
+
+
+def test_review_schema_is_current():
+    from model_compile.report.models import ReviewReport
+
+    on_disk = json.loads((ROOT / "references" / "review.schema.json").read_text())
+    assert on_disk == ReviewReport.model_json_schema(), "regenerate: model-compile schema review > references/review.schema.json"
+
+
+def test_skill_rules_md_is_current():
+    assert (ROOT / "skills" / "model-compile" / "references" / "rules.md").read_text() == rules_markdown(ALL_RULES), (
+        "regenerate: model-compile rules --format markdown > skills/model-compile/references/rules.md"
+    )

@@ -12,9 +12,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tools" / "model_compile"
 
 # Lowest layer first. A unit is a subpackage (discover/) or a top-level module (analyze.py).
 LAYERS: list[set[str]] = [
-    {"errors", "vocabulary", "runtime", "_templates", "__init__"},
+    {"errors", "vocabulary", "runtime", "_templates", "_skill", "__init__"},
     {"settings"},
-    {"templating"},
+    {"templating", "skillpack"},
     {"recipe_tests"},
     {"discover"},
     {"parse"},
@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"findings"},
     {"analyze", "render"},
     {"generate", "review", "hard"},
+    {"report"},
     {"commands", "api"},
     {"cli"},
 ]

@@ -23,8 +23,10 @@ COMMANDS = {
     "validate": "Soft (static) and/or hard (runtime) validation of compile wiring.",
     "generate": "Generate kit or fallback compile wiring from templates and apply it as an edit.",
     "diff": "Review what a git change does to compile wiring.",
+    "review": "The Output report: scope, verdict, compile path, placement, validation, performance, findings.",
     "rules": "List the rules, or print their documentation.",
     "schema": "Print the JSON Schema of the report.",
+    "install-skill": "Copy the model-compile skill (SKILL.md, references/) into a repository.",
 }
 
 
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"model-compile {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"model_compile.commands.{name}")
+        module = importlib.import_module(f"model_compile.commands.{name.replace('-', '_')}")
         module.add_parser(sub, name, help_text)
     return parser
 
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    module = importlib.import_module(f"model_compile.commands.{args.command}")
+    module = importlib.import_module(f"model_compile.commands.{args.command.replace('-', '_')}")
     try:
         return module.run(args)
     except InputError as exc:

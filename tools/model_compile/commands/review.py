@@ -1,0 +1,60 @@
+"""`model-compile review [PATH]`: the Output report in one command.
+
+Scope: a git change (working tree vs HEAD, or the branch vs its merge base
+with the default branch, or --base/--head) reviews the recipes it touches;
+without a change, or outside git, every recipe under PATH. Soft validation
+always; hard validation (runtime layers) with --hard. Exit codes: 1 the
+change introduces an error finding (tree: any error finding), or with --hard
+a runtime layer fails; 0 otherwise; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from model_compile.errors import InputError
+
+FORMATS = ("markdown", "json", "sarif", "github")
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    """Register `review`."""
+    p = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog="Exit codes: 0 no new error finding (and no failed layer), 1 error findings introduced or a "
+        "runtime layer failed, 2 unusable input.",
+    )
+    p.add_argument("path", metavar="PATH", nargs="?", default=".", help="repository root or one recipe folder (default: .)")
+    p.add_argument("--base", metavar="REV", help="base revision (default: HEAD if dirty, else merge base with main)")
+    p.add_argument("--head", metavar="REV", help="head revision (default: the working tree)")
+    p.add_argument("--hard", action="store_true", help="also run the runtime layers (structure, smoke, impact)")
+    p.add_argument("--python", metavar="PATH", help="interpreter of the repository's environment for the runtime layers")
+    p.add_argument("--trace", action="store_true", help="with --hard: record TORCH_TRACE in the smoke run")
+    p.add_argument("--format", choices=FORMATS, default="markdown")
+    p.add_argument("--out", metavar="DIR", help="also write every format (and trace summaries) into DIR")
+    p.set_defaults(command=name)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Review PATH and print the report."""
+    from model_compile.report.render import emit, write_all
+    from model_compile.report.run import review_path
+
+    if args.trace and not args.hard:
+        raise InputError("--trace needs --hard")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: not a directory")
+    report = review_path(
+        Path(args.path), base=args.base, head=args.head, hard=args.hard, python=args.python,
+        trace=args.trace, out=out.resolve() if out else None,
+    )
+    if out is not None:
+        written = write_all(report, out)
+        sys.stderr.write(f"model-compile: wrote {', '.join(str(p) for p in written)}\n")
+    sys.stdout.write(emit(report, args.format))
+    return report.exit_code

@@ -1,0 +1,1 @@
+"""report stage: the review report (models, assembly, Markdown/JSON/SARIF/GitHub views)."""

@@ -1,0 +1,263 @@
+"""Assemble a ReviewReport from the soft report, the diff report and hard-validation reports.
+
+Pure: takes results, runs nothing. `report.run` decides what to run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from model_compile import __version__
+from model_compile.findings.models import RecipeReport, Report
+from model_compile.report.hardfacts import HardFacts, planned_layers, read_hard
+from model_compile.report.models import (
+    LayerRow,
+    RecipeSection,
+    ReportFinding,
+    ReviewReport,
+    Scope,
+    Verdict,
+)
+from model_compile.report.sections import compile_path_section, performance_section, placement_section
+from model_compile.review.models import DiffReport, RecipeDiff
+from model_compile.rules.finding import SEVERITY_ORDER, Finding
+
+NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reached")
+
+
+def to_report_finding(f: Finding, status: str | None = None) -> ReportFinding:
+    """A Finding in the report's terms; the one place that reads suppression fields."""
+    data = {k: v for k, v in f.model_dump().items() if k in ReportFinding.model_fields}
+    suppression = getattr(f, "suppression", None)
+    suppressed = bool(getattr(f, "suppressed", False) or suppression)
+    justification = getattr(f, "justification", None)
+    if justification is None and suppression is not None:
+        justification = getattr(suppression, "reason", None) or (suppression if isinstance(suppression, str) else None)
+    data.update(status=status, suppressed=suppressed, justification=justification)
+    return ReportFinding(**data)
+
+
+def _sorted(findings: list[ReportFinding]) -> list[ReportFinding]:
+    order = {"new": 0, "existing": 1, None: 1, "fixed": 2}
+    return sorted(findings, key=lambda f: (order.get(f.status, 1), SEVERITY_ORDER[f.severity], f.file, f.line, f.rule))
+
+
+def soft_row(recipe_dir: Path, errors: int, seconds: float | None) -> LayerRow:
+    """The soft layer as it ran in this review (static, in-process)."""
+    return LayerRow(
+        name="soft",
+        status="failed" if errors else "passed",
+        where="static",
+        duration_s=round(seconds, 3) if seconds is not None else None,
+        command=f"model-compile validate --soft {recipe_dir}",
+        reason=f"{errors} error finding(s)" if errors else None,
+    )
+
+
+def _errors(findings: list[ReportFinding]) -> list[ReportFinding]:
+    return [f for f in findings if f.severity == "error" and not f.suppressed and f.status != "fixed"]
+
+
+def _verdict(
+    recipe: RecipeReport, findings: list[ReportFinding], rows: list[LayerRow], hard: HardFacts | None, hard_note: str
+) -> tuple[Verdict, str]:
+    errors = _errors(findings)
+    if errors:
+        new = [f for f in errors if f.status == "new"]
+        first = (new or errors)[0]
+        what = f"{len(new)} new error finding(s)" if new else f"{len(errors)} error finding(s)"
+        if new and len(errors) > len(new):
+            what += f" (+{len(errors) - len(new)} existing)"
+        elif not new and first.status == "existing":
+            what += " (existing, not introduced by this change)"
+        message = first.message if len(first.message) <= 140 else first.message[:139] + "…"
+        return "needs changes", f"{what}, first {first.rule} at {first.file}:{first.line}: {message}"
+    failed = [r for r in rows if r.status in ("failed", "timeout")]
+    if failed:
+        r = failed[0]
+        return "needs changes", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "")
+    if recipe.compile_path == "none":
+        return "not validated", "the recipe does not compile: nothing to validate (MC100 lists it as a target)"
+    if hard is None:
+        return "not validated", hard_note or "soft review only: the runtime layers did not run (add --hard)"
+    gaps = [r for r in rows if r.status in NOT_FAILED_MISSING]
+    if gaps:
+        r = gaps[0]
+        more = f" (+{len(gaps) - 1} more layer(s))" if len(gaps) > 1 else ""
+        return "not validated", f"{r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + more
+    where = " on CPU only: compiled speed on an accelerator not validated" if hard.cpu_only else f" on {hard.where}"
+    return "ready", f"no error finding; every layer passed{where}"
+
+
+def recipe_section(
+    recipe: RecipeReport,
+    recipe_dir: Path | None,
+    findings: list[ReportFinding],
+    hard: Any = None,
+    soft_seconds: float | None = None,
+    hard_note: str = "",
+    diff: RecipeDiff | None = None,
+) -> RecipeSection:
+    """One recipe's four answers, findings and verdict."""
+    facts = read_hard(hard, recipe_dir, recipe.compile_path) if hard is not None else None
+    if facts is not None:
+        rows = facts.layers
+    else:
+        errors = len(_errors(findings))
+        rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds)]
+        if recipe_dir is not None and recipe.compile_path != "none":
+            for row in planned_layers(recipe_dir, recipe.compile_path):
+                if row.status == "not-run":
+                    row.reason = hard_note or "soft review only (add --hard)"
+                rows.append(row)
+    placement = placement_section(recipe, findings)
+    if diff is not None:
+        placement.before = _side(diff.before)
+        placement.after = _side(diff.after)
+        placement.changes = list(diff.ledger_changes) + [
+            f"config {c.where} {c.field}: {c.before!r} -> {c.after!r}" for c in diff.config_changes
+        ]
+    verdict, reason = _verdict(recipe, findings, rows, facts, hard_note)
+    raw = None
+    if facts is not None:
+        raw = dict(facts.raw)
+        raw["layers"] = [{k: v for k, v in layer.items() if k != "output_tail"} for layer in raw.get("layers", [])]
+    return RecipeSection(
+        name=recipe.name,
+        path=recipe.path,
+        change=diff.status if diff is not None else None,
+        verdict=verdict,
+        verdict_reason=reason,
+        compile_path=compile_path_section(recipe),
+        placement=placement,
+        validation=rows,
+        performance=performance_section(recipe, recipe_dir, facts, rows),
+        findings=_sorted(findings),
+        hard=raw,
+    )
+
+
+def _side(side: Any) -> str | None:
+    if side is None:
+        return None
+    return f"{side.compile_path}" + (f"; {side.placement}" if side.placement else "")
+
+
+def _overall(report: ReviewReport) -> None:
+    kit_errors = _errors(report.findings)
+    needs = [r for r in report.recipes if r.verdict == "needs changes"]
+    compiling = [r for r in report.recipes if r.compile_path.path != "none" or r.verdict == "needs changes"]
+    if kit_errors:
+        f = kit_errors[0]
+        report.verdict, report.verdict_reason = "needs changes", f"the shared kit: {f.rule} at {f.file}:{f.line}: {f.message}"
+    elif needs:
+        names = ", ".join(r.name for r in needs)
+        report.verdict, report.verdict_reason = "needs changes", f"{names}: {needs[0].verdict_reason}"
+    elif not report.recipes:
+        report.verdict = "ready"
+        report.verdict_reason = "the change touches no recipe and not the kit's compile"
+    elif not compiling:
+        report.verdict, report.verdict_reason = "not validated", "no recipe in scope compiles: nothing to validate"
+    else:
+        gaps = [r for r in compiling if r.verdict == "not validated"]
+        if gaps:
+            report.verdict = "not validated"
+            report.verdict_reason = f"{gaps[0].name}: {gaps[0].verdict_reason}" + (
+                f" (+{len(gaps) - 1} more recipe(s))" if len(gaps) > 1 else ""
+            )
+        else:
+            report.verdict, report.verdict_reason = "ready", compiling[0].verdict_reason
+    introduced = [f for f in report.all_findings() if f.severity == "error" and not f.suppressed]
+    if report.scope.kind == "change":
+        introduced = [f for f in introduced if f.status == "new"]
+    layer_failed = any(row.status in ("failed", "timeout") and row.name != "soft" for r in report.recipes for row in r.validation)
+    report.exit_code = 1 if introduced or layer_failed else 0
+
+
+def build_tree(
+    soft: Report,
+    path: Path,
+    hard: dict[str, Any] | None = None,
+    soft_seconds: float | None = None,
+    hard_notes: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> ReviewReport:
+    """Whole-tree review: every recipe under PATH."""
+    hard = hard or {}
+    hard_notes = hard_notes or {}
+    report = ReviewReport(
+        version=__version__,
+        verdict="not validated",
+        verdict_reason="",
+        scope=Scope(kind="tree", path=str(path), recipes=[r.name for r in soft.recipes], notes=list(notes or [])),
+        hard=bool(hard) or bool(hard_notes),
+        findings=[to_report_finding(f) for f in soft.findings],
+    )
+    for recipe in soft.recipes:
+        recipe_dir = (path / recipe.path) if recipe.path != "." else path
+        report.recipes.append(
+            recipe_section(
+                recipe, recipe_dir, [to_report_finding(f) for f in recipe.findings],
+                hard.get(recipe.name), soft_seconds, hard_notes.get(recipe.name, ""),
+            )
+        )
+    _overall(report)
+    return report
+
+
+def build_change(
+    diff: DiffReport,
+    head: Report | None,
+    repo_root: Path,
+    path: str,
+    hard: dict[str, Any] | None = None,
+    soft_seconds: float | None = None,
+    hard_notes: dict[str, str] | None = None,
+    only: set[str] | None = None,
+) -> ReviewReport:
+    """Change review: the recipes the diff touches, new vs existing findings, before -> after wiring."""
+    hard = hard or {}
+    hard_notes = hard_notes or {}
+    diffs = [d for d in diff.recipes if only is None or d.name in only]
+    scope = Scope(
+        kind="change",
+        path=path,
+        base=_rev(diff.base),
+        head=_rev(diff.head),
+        kit_changed=diff.kit_changed,
+        kit_changes=list(diff.kit_changes),
+        changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
+        recipes=[d.name for d in diffs],
+        notes=list(diff.notes),
+    )
+    current = [to_report_finding(f, "new") for f in diff.new] + [to_report_finding(f, "existing") for f in diff.unchanged]
+    report = ReviewReport(
+        version=__version__,
+        verdict="not validated",
+        verdict_reason="",
+        scope=scope,
+        hard=bool(hard) or bool(hard_notes),
+        findings=_sorted([f for f in current if f.recipe is None]),
+        fixed=_sorted([to_report_finding(f, "fixed") for f in diff.fixed if only is None or f.recipe in only]),
+    )
+    heads = {r.name: r for r in (head.recipes if head else [])}
+    for d in diffs:
+        recipe = heads.get(d.name)
+        if recipe is None:  # deleted at head: nothing to review but the note
+            report.notes.append(f"recipe {d.name}: {d.status} (not present at head)")
+            continue
+        findings = [f for f in current if f.recipe == d.name]
+        report.recipes.append(
+            recipe_section(
+                recipe, repo_root / recipe.path, findings, hard.get(d.name), soft_seconds,
+                hard_notes.get(d.name, ""), diff=d,
+            )
+        )
+    _overall(report)
+    return report
+
+
+def _rev(r: Any) -> str:
+    commit = getattr(r, "commit", None)
+    return r.rev if not commit or r.rev.startswith(commit[:7]) else f"{r.rev} ({commit[:12]})"

@@ -1,0 +1,162 @@
+"""The one place that reads a hard-validation report.
+
+`read_hard()` accepts a `HardReport` (or its JSON as a dict, e.g. a recorded
+fixture) and returns the facts the review report needs. It reads fields by
+name with defaults, so fields the hard runner gains later (the interpreter,
+per-layer `where`/`command`) are picked up here without touching the rest of
+the report code; fields it lacks today are derived.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model_compile.hard.layers import plan
+from model_compile.report.models import LayerRow
+
+LAYER_ORDER = ("soft", "structure", "smoke", "impact")
+
+
+@dataclass
+class HardFacts:
+    """What a hard run established, in the report's terms."""
+
+    where: str  # cpu-only / accelerator:<name>
+    cpu_only: bool
+    interpreter: str | None
+    verdict: str
+    summary: str
+    layers: list[LayerRow] = field(default_factory=list)
+    runtime: dict[str, Any] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
+    trace: dict[str, Any] | None = None
+    out_dir: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _as_dict(report: Any) -> dict[str, Any]:
+    if report is None:
+        return {}
+    if hasattr(report, "model_dump"):
+        return dict(report.model_dump(mode="json"))
+    return dict(report)
+
+
+def _base(name: str) -> str:
+    return name.split(":", 1)[0]
+
+
+def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | None = None) -> HardFacts:
+    """Facts of one hard run; layers it never reached are listed as 'not-reached' with their commands."""
+    data = _as_dict(report)
+    env = data.get("environment") or {}
+    where = env.get("label") or ("cpu-only" if env.get("cpu_only", True) else "accelerator")
+    rows: list[LayerRow] = []
+    for layer in data.get("layers") or []:
+        status = layer.get("status") or "not-run"
+        ran = status not in ("not-run", "missing", "unavailable", "not-reached")
+        command = layer.get("command")
+        if not ran and layer.get("next_step"):
+            command = layer.get("next_step")
+        cwd = layer.get("cwd")
+        if command and cwd and not command.startswith(("cd ", "on a machine", "model-compile")):
+            command = f"cd {shlex.quote(cwd)} && {command}"
+        if status in ("skipped", "not-run"):
+            command = _with_opt_in(command, layer.get("name", ""), recipe_root)
+        rows.append(
+            LayerRow(
+                name=layer.get("name", "?"),
+                status=status if status in _STATUSES else "not-run",  # type: ignore[arg-type]
+                where=layer.get("where") or (layer.get("label") if ran else "-") or "-",
+                duration_s=layer.get("duration_s") if ran else None,
+                command=command,
+                reason=_first_line(layer.get("reason")),
+            )
+        )
+    seen = {_base(r.name) for r in rows}
+    if recipe_root is not None:
+        for row in planned_layers(recipe_root, compile_path):
+            if _base(row.name) not in seen:
+                if row.status != "missing":
+                    row.status, row.reason = "not-reached", "not reached: an earlier layer failed"
+                rows.append(row)
+    return HardFacts(
+        where=where,
+        cpu_only=bool(env.get("cpu_only", True)),
+        interpreter=data.get("interpreter") or env.get("executable"),
+        verdict=data.get("verdict", "incomplete"),
+        summary=data.get("summary", ""),
+        layers=rows,
+        runtime=data.get("runtime") or {},
+        gaps=list(data.get("gaps") or []),
+        trace=data.get("trace"),
+        out_dir=data.get("out_dir"),
+        raw=data,
+    )
+
+
+_STATUSES = {"passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"}
+
+
+def _first_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:300] if lines else None
+
+
+def smoke_opt_in(recipe_root: Path) -> list[str]:
+    """Options the recipe's pytest setup needs before a smoke test runs at all (e.g. `--run-smoke`), read statically."""
+    for conftest in (recipe_root / "tests" / "conftest.py", recipe_root / "conftest.py"):
+        try:
+            text = conftest.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if "\"--run-smoke\"" in text or "'--run-smoke'" in text:
+            return ["--run-smoke"]
+    return []
+
+
+def _with_opt_in(command: str | None, name: str, recipe_root: Path | None) -> str | None:
+    """Add the smoke opt-in flag to a smoke command that lacks it."""
+    if not command or name != "smoke" or recipe_root is None or "pytest" not in command:
+        return command
+    extra = [o for o in smoke_opt_in(recipe_root) if o not in command]
+    if not extra:
+        return command
+    marker = "test_smoke.py"
+    at = command.find(marker)
+    if at < 0:
+        return command
+    end = at + len(marker)
+    return command[:end] + " " + " ".join(extra) + command[end:]
+
+
+def planned_layers(recipe_root: Path, compile_path: str | None) -> list[LayerRow]:
+    """The runtime layers of a recipe, not run, each with the exact command that runs it."""
+    recipe_root = recipe_root.resolve()
+    repo_root = recipe_root.parents[1] if recipe_root.parent.name == "recipes" else recipe_root.parent
+    rows: list[LayerRow] = []
+    for spec in plan(recipe_root, None, None, [], compile_path):
+        test = recipe_root / spec.test_file
+        rel = test.relative_to(repo_root).as_posix() if test.is_relative_to(repo_root) else str(test)
+        if test.is_file():
+            options = list(spec.options)
+            if spec.name == "smoke":
+                options = smoke_opt_in(recipe_root) + options
+            command = f"cd {shlex.quote(str(repo_root))} && " + shlex.join(["python", "-m", "pytest", rel, "-q", *options])
+            rows.append(LayerRow(name=spec.name, status="not-run", where="-", command=command))
+        else:
+            rows.append(
+                LayerRow(
+                    name=spec.name,
+                    status="missing",
+                    where="-",
+                    command=spec.generate_hint or None,
+                    reason=f"{rel} does not exist",
+                )
+            )
+    return rows

@@ -1,0 +1,217 @@
+"""`review`: decide the scope, run soft (and hard) validation, build the report.
+
+Scope: inside git with a change (the working tree against HEAD, or a branch
+against its merge base with the default branch, or --base/--head), the
+recipes the change touches; without a change, or outside git, every recipe
+under PATH. Soft validation always (static); hard validation with `hard=True`
+for every recipe in scope that compiles.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from model_compile.analyze import analyze_path, analyze_tree
+from model_compile.discover.tree import SourceTree
+from model_compile.errors import InputError
+from model_compile.findings.models import Report
+from model_compile.report.build import build_change, build_tree
+from model_compile.report.models import ReviewReport
+from model_compile.review.models import DiffReport
+
+PYTHON_ENV = "MODEL_COMPILE_PYTHON"  # what today's hard runner reads for the recipe interpreter
+
+
+def project_root(path: Path) -> tuple[Path, str | None]:
+    """(folder holding recipes/, recipe name when PATH is one recipe folder)."""
+    path = path.resolve()
+    if (path / "recipes").is_dir():
+        return path, None
+    if path.parent.name == "recipes":
+        return path.parents[1], path.name
+    return path, None
+
+
+def _git_root(path: Path) -> Path | None:
+    import git
+
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    try:
+        return Path(repo.working_tree_dir).resolve() if repo.working_tree_dir else None
+    finally:
+        repo.close()
+
+
+def _diff(root: Path, base: str | None, head: str | None) -> tuple[DiffReport, Report | None]:
+    """The git diff review, plus the head side's full soft report (captured from the same analysis)."""
+    from model_compile.review.gittree import WorkTree
+    from model_compile.review.run import review
+
+    seen: list[tuple[Any, Report]] = []
+
+    def analyze(tree: SourceTree, recipes: list[str] | None) -> Report:
+        report = analyze_tree(tree, recipes=recipes)
+        seen.append((tree, report))
+        return report
+
+    notes: list[str] = []
+    if base is None and head is None:
+        base, notes = _branch_base(root)
+    diff = review(root, base=base, head=head, analyze=analyze)
+    diff.notes = notes + [n for n in diff.notes if not n.startswith("working tree")] if notes else diff.notes
+    head_report = None
+    for tree, report in seen:
+        commit = getattr(getattr(tree, "commit", None), "hexsha", None)
+        if (diff.head.commit is None and isinstance(tree, WorkTree)) or (commit and commit == diff.head.commit):
+            head_report = report
+    return diff, head_report
+
+
+def _branch_base(root: Path) -> tuple[str | None, list[str]]:
+    """On a branch ahead of the default branch: its merge base, so the review covers the branch's commits
+    and any uncommitted files together (stray untracked files do not hide the branch). Else None."""
+    import git
+
+    from model_compile.review.changes import default_branch
+    from model_compile.review.gittree import open_repo
+
+    repo = open_repo(root)
+    try:
+        branch = default_branch(repo)
+        if branch is None:
+            return None, []
+        head = repo.head.commit
+        bases = repo.merge_base(head, branch)
+        if not bases or bases[0].hexsha == head.hexsha:
+            return None, []
+        return bases[0].hexsha[:12], [f"base is the merge base of HEAD with {branch}; head is the working tree"]
+    except (ValueError, git.GitCommandError):
+        return None, []
+    finally:
+        repo.close()
+
+
+@contextmanager
+def _python(python: str | None) -> Iterator[None]:
+    old = os.environ.get(PYTHON_ENV)
+    if python:
+        os.environ[PYTHON_ENV] = python
+    try:
+        yield
+    finally:
+        if python:
+            if old is None:
+                os.environ.pop(PYTHON_ENV, None)
+            else:
+                os.environ[PYTHON_ENV] = old
+
+
+def run_hard(
+    recipe_dirs: dict[str, Path], python: str | None, trace: bool, out: Path | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused)."""
+    from model_compile.hard.runner import validate_hard
+
+    accepts = inspect.signature(validate_hard).parameters
+    reports: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    for name, recipe_dir in recipe_dirs.items():
+        kwargs: dict[str, Any] = {"trace": trace, "out": (out / "hard" / name) if out else None}
+        if python and "python" in accepts:
+            kwargs["python"] = python
+        try:
+            with _python(python if "python" not in accepts else None):
+                reports[name] = validate_hard(recipe_dir, **kwargs)
+        except InputError as exc:
+            notes[name] = f"hard validation refused: {exc}"
+    return reports, notes
+
+
+def review_path(
+    path: Path,
+    base: str | None = None,
+    head: str | None = None,
+    hard: bool = False,
+    python: str | None = None,
+    trace: bool = False,
+    out: Path | None = None,
+) -> ReviewReport:
+    """The review report for PATH (a repository root or one recipe folder)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise InputError(f"{path}: not a directory (give a repository root or a recipe folder)")
+    if python and not Path(python).exists():
+        raise InputError(f"--python {python}: no such file")
+    root, only = project_root(path)
+    git_root = _git_root(root)
+    notes: list[str] = []
+    if git_root is None:
+        if base or head:
+            raise InputError(f"{path} is not inside a git repository: --base/--head need one")
+        notes.append("not inside a git repository: every recipe under PATH is reviewed")
+    elif git_root != root:
+        if base or head:
+            raise InputError(f"--base/--head need recipes/ at the git root ({git_root}); {root} is below it")
+        notes.append(f"recipes/ is not at the git root ({git_root}): every recipe under PATH is reviewed")
+    else:
+        started = time.monotonic()
+        try:
+            diff, head_report = _diff(root, base, head)
+        except InputError as exc:
+            if base or head:
+                raise
+            diff, head_report = None, None
+            notes.append(f"no change to review ({exc}): every recipe under PATH is reviewed")
+        seconds = time.monotonic() - started
+        if diff is not None and (diff.recipes or diff.shared_files):
+            return _change_report(diff, head_report, root, str(path), only, hard, python, trace, out, seconds)
+        if diff is not None:
+            notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
+    started = time.monotonic()
+    soft = analyze_path(path)
+    seconds = time.monotonic() - started
+    hard_reports: dict[str, Any] = {}
+    hard_notes: dict[str, str] = {}
+    if hard:
+        dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+    return build_tree(soft, path, hard_reports, seconds, hard_notes, notes)
+
+
+def _change_report(
+    diff: DiffReport,
+    head_report: Report | None,
+    root: Path,
+    label: str,
+    only: str | None,
+    hard: bool,
+    python: str | None,
+    trace: bool,
+    out: Path | None,
+    seconds: float,
+) -> ReviewReport:
+    names = {only} if only else None
+    hard_reports: dict[str, Any] = {}
+    hard_notes: dict[str, str] = {}
+    if hard:
+        recipes = [r for r in (head_report.recipes if head_report else []) if names is None or r.name in names]
+        touched = {d.name for d in diff.recipes}
+        recipes = [r for r in recipes if r.name in touched]
+        if diff.head.commit is not None:
+            for r in recipes:
+                hard_notes[r.name] = "hard validation runs on the working tree; --head names a revision: not run"
+        else:
+            dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
+            hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+    return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names)
