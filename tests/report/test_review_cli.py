@@ -13,6 +13,7 @@ from model_compile.report.build import build_tree
 from model_compile.report.hardfacts import read_hard
 from model_compile.report.models import ReportFinding, ReviewReport, Scope
 from model_compile.report.render import github, sarif_log
+from model_compile.rules.finding import Suppressed
 
 
 def _review(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -34,7 +35,7 @@ def test_branch_that_moves_compile_after_wrap(tmp_path: Path, capsys: pytest.Cap
     assert section.change == "modified"
     assert "before wrap" in (section.placement.before or "") and "wrap" in (section.placement.after or "")
     new = [f for f in section.findings if f.status == "new"]
-    assert [f.rule for f in new] == ["MC404"] and new[0].file == KIT_ENGINE
+    assert [f.rule for f in new] == ["MC408"] and new[0].file == KIT_ENGINE
 
 
 def test_clean_branch_reviews_the_whole_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,11 +89,11 @@ def test_sarif_baseline_and_suppressions() -> None:
     common = {"severity": "error", "file": "k.py", "fix": "f", "message": "m"}
     new = ReportFinding(rule="MC404", line=3, status="new", code="a", **common)
     old = ReportFinding(rule="MC401", line=9, status="existing", code="b", **common)
-    quiet = ReportFinding(rule="MC103", line=5, status="existing", code="c", suppressed=True, justification="why", **common)
+    quiet = ReportFinding(rule="MC103", line=5, status="existing", code="c", suppressed=Suppressed(justification="why", file="k.py", line=4), **common)
     results = sarif_log(_report_with([new, old, quiet]))["runs"][0]["results"]
     by_rule = {r["ruleId"]: r for r in results}
     assert by_rule["MC404"]["baselineState"] == "new" and by_rule["MC401"]["baselineState"] == "unchanged"
-    assert by_rule["MC103"]["suppressions"] == [{"kind": "inSource", "status": "accepted", "justification": "why"}]
+    assert by_rule["MC103"]["suppressions"] == [{"kind": "inSource", "justification": "why"}]
     assert "suppressions" not in by_rule["MC404"]
     lines = github(_report_with([new, old, quiet])).splitlines()
     assert lines[0].startswith("::error file=k.py,line=3,title=MC404::") and len(lines) == 2  # new only + verdict

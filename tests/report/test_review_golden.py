@@ -59,7 +59,7 @@ def test_misplaced_compile(repo: Path) -> None:
     section = report.recipes[0]
     assert [s.kind for s in section.placement.stages if s.misplaced] == ["compile"]
     assert "class s6 misplaced" in section.placement.mermaid
-    assert any(f.rule == "MC404" for f in section.findings)
+    assert any(f.rule == "MC408" for f in section.findings)
     _check("misplaced_compile.md", _normalise(markdown(report), repo))
 
 

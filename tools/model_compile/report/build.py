@@ -27,15 +27,8 @@ NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reach
 
 
 def to_report_finding(f: Finding, status: str | None = None) -> ReportFinding:
-    """A Finding in the report's terms; the one place that reads suppression fields."""
-    data = {k: v for k, v in f.model_dump().items() if k in ReportFinding.model_fields}
-    suppression = getattr(f, "suppression", None)
-    suppressed = bool(getattr(f, "suppressed", False) or suppression)
-    justification = getattr(f, "justification", None)
-    if justification is None and suppression is not None:
-        justification = getattr(suppression, "reason", None) or (suppression if isinstance(suppression, str) else None)
-    data.update(status=status, suppressed=suppressed, justification=justification)
-    return ReportFinding(**data)
+    """A Finding in the report's terms (suppression kept as the rule stage set it)."""
+    return ReportFinding(**f.model_dump(), status=status)
 
 
 def _sorted(findings: list[ReportFinding]) -> list[ReportFinding]:

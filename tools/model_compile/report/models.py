@@ -113,8 +113,6 @@ class ReportFinding(Finding):
     """A finding with its place in the review."""
 
     status: FindingStatus | None = Field(default=None, description="change: new, existing or fixed; tree: null")
-    suppressed: bool = False
-    justification: str | None = Field(default=None, description="the suppression's reason")
 
 
 class RecipeSection(BaseModel):

@@ -88,10 +88,6 @@ def sarif_log(report: ReviewReport) -> dict[str, Any]:
             continue
         if f.status in _BASELINE:
             result["baselineState"] = _BASELINE[f.status]
-        if f.suppressed and not result.get("suppressions"):
-            result["suppressions"] = [
-                {"kind": "inSource", "status": "accepted", "justification": f.justification or ""}
-            ]
     log["runs"][0].setdefault("properties", {})["verdict"] = f"{report.verdict}: {report.verdict_reason}"
     return log
 

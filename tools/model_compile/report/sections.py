@@ -22,7 +22,7 @@ from model_compile.report.models import (
 from model_compile.rules.finding import Finding
 
 # Rules whose finding means a stage sits in the wrong place (drawn red).
-PLACEMENT_RULES = {"MC301", "MC401", "MC402", "MC403", "MC404", "MC405"}
+PLACEMENT_RULES = {"MC301", "MC401", "MC402", "MC403", "MC404", "MC405", "MC408"}
 
 
 def compile_path_section(recipe: RecipeReport) -> CompilePathSection:
