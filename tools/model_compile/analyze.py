@@ -16,6 +16,7 @@ from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
+from model_compile.ledger.scope import compiled_scope
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules import ALL_RULES
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
@@ -29,6 +30,7 @@ def review_context(ctx: RecipeContext) -> RecipeReport:
         compile_path=compile_path(ctx),  # type: ignore[arg-type]
         compiled_target=compiled_targets(ctx),
         placement=placement(ctx),
+        scope=compiled_scope(ctx.ledgers, ctx.repo.kit, {p: m.text for p, m in ctx.modules.items()}),
         ledger=ctx.ledgers,
         config=ctx.config,
         documentation=ctx.docs,

@@ -6,6 +6,7 @@ import re
 from collections import Counter
 
 from model_compile.findings.models import RecipeReport
+from model_compile.ledger.scope import scope_changes
 from model_compile.review.models import (
     DiffFinding,
     EventView,
@@ -40,6 +41,7 @@ def side_view(report: RecipeReport | None) -> Side | None:
     return Side(
         compile_path=report.compile_path,
         compiled_target=list(report.compiled_target),
+        scope=report.scope.summary,
         placement=report.placement,
         ledger=[
             LedgerView(
@@ -98,6 +100,7 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             f"compiled target changed: {', '.join(before.compiled_target) or 'nothing'}"
             f" -> {', '.join(after.compiled_target) or 'nothing'}"
         )
+    out.extend(scope_changes(before.scope, after.scope))
     pairs, gone, new = _pair_ledgers(before, after)
     for lg in gone:
         out.append(f"engine {lg.engine_class}: prepare_model no longer found")
@@ -110,7 +113,7 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             out.append(f"{prefix}compile added: `{e.call}` (line {e.line}, when {_cond(e.condition)})")
         for e in bcs[len(acs):]:
             out.append(f"{prefix}compile removed: `{e.call}` (was line {e.line})")
-        for bc, ac in zip(bcs, acs):
+        for bc, ac in zip(bcs, acs, strict=False):  # extra calls on either side are reported above
             for msg in _order_changes(lb.events, la.events, bc, ac):
                 out.append(prefix + msg)
             if bc.target != ac.target:
