@@ -63,9 +63,12 @@ def test_regional_scope_is_n_blocks_of_the_container():
     scope = compiled_scope([ledger(regional())], [KIT], SOURCE)
     assert scope.summary == "N blocks of `model.model.language_model.layers` (each compiled; N known at run time)"
     assert scope.patterns == ["model.language_model.layers.*"]
-    assert scope.eager[0].startswith("the code around the blocks of `model.model.language_model.layers`")
+    assert scope.eager[0].startswith("everything `model` runs outside the blocks of `model.model.language_model.layers`")
     assert "lm_head" in scope.eager[0]
-    assert scope.eager[1] == "code patched in by apply_chunked_token_loss_patch, unless it runs inside a compiled part"
+    assert scope.eager[1] == "`model.model.visual`, all of it (the kit keeps it eager too)"
+    assert scope.eager[2] == "code patched in by apply_chunked_token_loss_patch, unless it runs inside a compiled part"
+    both = compiled_scope([ledger(regional(), regional("model.model.visual.blocks"))], [KIT], SOURCE)
+    assert not any("all of it" in line for line in both.eager)  # its blocks are compiled
 
 
 def test_submodule_scope_is_that_module():

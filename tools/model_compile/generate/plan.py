@@ -19,6 +19,7 @@ from model_compile.generate.schema_edit import edit_schema
 from model_compile.generate.snippets import Renderer
 from model_compile.generate.yaml_edit import edit_stage
 from model_compile.ledger.models import Ledger
+from model_compile.ledger.repo import KitFacts
 from model_compile.ledger.scope import planned_scope
 from model_compile.recipe_tests import default_context, planned_recipe_tests
 from model_compile.vocabulary import FALLBACK_KINDS, fallback_path
@@ -76,7 +77,7 @@ def build_plan(opts: Options) -> Plan:
             raise InputError(f"{files.rel(path)}: cannot parse ({exc.message} at line {exc.raw_line})") from exc
         if engine_edit.engine_classes(module):
             parsed.append((path, text, module))
-    ledgers = recipe_ledgers(files.recipe) if parsed else {}
+    ledgers, kits = recipe_ledgers(files.recipe) if parsed else ({}, [])
     engines = []
     for path, text, module in parsed:
         own = ledgers.get(path.resolve().relative_to(files.recipe).as_posix(), {})
@@ -185,7 +186,7 @@ def build_plan(opts: Options) -> Plan:
         patches = [
             e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
         ]
-        scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)))
+        scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
         new, note = edit_readme(
             old or "",
             lambda h: r.readme_section(
@@ -222,8 +223,9 @@ def build_plan(opts: Options) -> Plan:
     return plan
 
 
-def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
-    """The static analysis' ledgers of the recipe: {engine file relative to the recipe: {class: ledger}}.
+def recipe_ledgers(recipe: Path) -> tuple[dict[str, dict[str, Ledger]], list[KitFacts]]:
+    """The static analysis' ledgers of the recipe ({engine file relative to the recipe: {class: ledger}})
+    and the repository's kit facts.
 
     The ledger is the one model of prepare_model() (branches, aliases, helpers,
     early returns): the engine edit takes what to remove and where to insert from it.
@@ -233,7 +235,7 @@ def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
     for rec in report.recipes[:1]:
         for ledger in rec.ledger:
             out.setdefault(ledger.file, {})[ledger.engine_class] = ledger
-    return out
+    return out, report.kit
 
 
 def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: dict) -> dict:

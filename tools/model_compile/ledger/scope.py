@@ -147,8 +147,13 @@ def _around(container: str) -> str:
     return "the code of its parent modules"
 
 
-def eager_regions(parts: list[ScopePart], model_var: str, patches: list[str]) -> list[str]:
-    """What stays eager, in module terms, for a set of compiled parts."""
+def eager_regions(
+    parts: list[ScopePart], model_var: str, patches: list[str], kit_regions: list[str] | None = None
+) -> list[str]:
+    """What stays eager, in module terms, for a set of compiled parts.
+
+    `kit_regions`: what the repo's kit keeps eager (`model.model.visual`); named when no part compiles it.
+    """
     if not parts:
         return [f"`{model_var}`: nothing is compiled"]
     out: list[str] = []
@@ -157,11 +162,13 @@ def eager_regions(parts: list[ScopePart], model_var: str, patches: list[str]) ->
             out.append(f"`{m}` (torch.compiler.disable{' in the kit' if p.via == 'kit' else ''})")
     if any(p.kind == "whole-model" for p in parts):
         return out
-    for p in parts:
-        if p.kind == "blocks":
-            out.append(f"the code around the blocks of `{p.module}` (in a Hugging Face model: {_around(p.module)})")
-        else:
-            out.append(f"everything `{model_var}` runs outside `{p.module}`")
+    hints = list(dict.fromkeys(_around(p.module) for p in parts if p.kind == "blocks"))
+    text = f"everything `{model_var}` runs outside " + " and ".join(p.short() for p in parts)
+    out.append(text + (f" (in a Hugging Face model: {'; '.join(hints)})" if hints else ""))
+    for region in kit_regions or []:
+        rel = _relative(region, model_var)
+        if not any(_inside(_rel(p, model_var)[0], rel) or _inside(rel, _rel(p, model_var)[0]) for p in parts):
+            out.append(f"`{region}`, all of it (the kit keeps it eager too)")
     if patches:
         out.append(f"code patched in by {', '.join(patches)}, unless it runs inside a compiled part")
     return out
@@ -212,7 +219,7 @@ def compiled_scope(
     return CompiledScope(
         model=model_var,
         parts=parts,
-        eager=eager_regions(parts, model_var, patches),
+        eager=eager_regions(parts, model_var, patches, kit_regions(kit, model_var)),
         patterns=[p.pattern for p in parts],
         patches=patches,
     )
@@ -308,7 +315,14 @@ def scope_changes(before: CompiledScope | None, after: CompiledScope | None) -> 
     return out
 
 
-def planned_scope(kind: str, target: str, model_var: str, patches: list[str] | None = None) -> CompiledScope:
+def kit_regions(kits: list[KitFacts], model_var: str) -> list[str]:
+    """What the repo's kits keep eager, written against `model_var`."""
+    return list(dict.fromkeys(_rebase(d, k.model_param, model_var) for k in kits for d in k.disables))
+
+
+def planned_scope(
+    kind: str, target: str, model_var: str, patches: list[str] | None = None, kits: list[KitFacts] | None = None
+) -> CompiledScope:
     """The scope a generated fallback of `kind` on `target` will have (for the README it writes)."""
     rel = _relative(target, model_var)
     if kind == "regional":
@@ -321,5 +335,9 @@ def planned_scope(kind: str, target: str, model_var: str, patches: list[str] | N
         part = ScopePart(kind="whole-model", module=target, pattern="", via="inplace")
     found = list(patches or [])
     return CompiledScope(
-        model=model_var, parts=[part], eager=eager_regions([part], model_var, found), patterns=[part.pattern], patches=found
+        model=model_var,
+        parts=[part],
+        eager=eager_regions([part], model_var, found, kit_regions(kits or [], model_var)),
+        patterns=[part.pattern],
+        patches=found,
     )
