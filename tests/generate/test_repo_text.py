@@ -107,6 +107,7 @@ def test_generated_comment_and_readme_fit_the_repo(repo):
     assert "enable it with `--config-override" not in readme
     assert "- Compiled scope: N blocks of `model.language_model.layers`" in readme
     assert "run with compile on: torchrun" in err  # the printed command, too
+    assert "enabled" not in {d.kind for d in recipe.documentation}
 
 
 def test_readme_without_launcher_points_at_the_stage_yaml(repo):
@@ -116,4 +117,7 @@ def test_readme_without_launcher_points_at_the_stage_yaml(repo):
     )
     assert rc == 0, err
     readme = (repo / RECIPE_REL / "README.md").read_text()
-    assert "Run with compile on: set `enabled: true` under `model.compile` in `recipes/toy_vlm/configs/train.yaml`." in readme
+    assert "Run with compile on: set `model.compile.enabled` to `true` in `recipes/toy_vlm/configs/train.yaml`." in readme
+    # the section documents the fallback, never an intentional `enabled: true` default (MC203 stays live)
+    kinds = {d.kind for d in analyze_path(repo / RECIPE_REL).recipes[0].documentation if d.source == "readme"}
+    assert "submodule" in kinds and "enabled" not in kinds

@@ -115,8 +115,8 @@ def run_commands(files: RecipeFiles, text: RepoText, stage: str) -> dict[str, st
         else:
             out["tests"] = cmd
             out["tests_note"] = (
-                f"{recipe}/tests/conftest.py registers no --config-override: set `enabled: true` under "
-                f"`model.compile` in {out['stage_file']} for the test run instead"
+                f"{recipe}/tests/conftest.py registers no --config-override: set `model.compile.enabled` "
+                f"to `true` in {out['stage_file']} for the test run instead"
             )
     return out
 
