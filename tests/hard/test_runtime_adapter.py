@@ -72,7 +72,8 @@ def test_probe_on_a_tiny_regional_model(tmp_path):
     probe.begin(backend="eager")
     facts = probe.inspect_model(net, ["layers.*"])
     assert facts["compiled_module_count"] == 2 and facts["missing_targets"] == []
-    assert rt.match_targets(rt.compiled_modules(net), ["", "layers.*"]) == [""]
+    failures = rt.match_targets(net, ["", "layers.*"])
+    assert len(failures) == 1 and failures[0].startswith("'': the model itself is not compiled (2 module(s) inside")
     for _ in range(3):
         probe.step_start()
         net(torch.randn(2, 4)).backward()
@@ -84,6 +85,19 @@ def test_probe_on_a_tiny_regional_model(tmp_path):
     assert rec["timing"]["steps"] == 3 and rec["environment"]["torch"] == torch.__version__
     path = probe.write(rec, tmp_path)
     assert path.name == "runtime-rank0.json"
+
+
+def test_one_uncompiled_block_fails_the_regional_target():
+    """A regional target expects every block: 1 of 2 compiled is a failure, not a pass."""
+    torch._dynamo.reset()
+    net = Net()
+    net.layers[0].compile(backend="eager")
+    probe = rt.RuntimeProbe()
+    facts = probe.inspect_model(net, ["layers.*"])
+    assert facts["missing_targets"] == ["layers.*"]
+    assert facts["target_failures"] == ["'layers.*': 1 of 2 blocks compiled (not compiled: layers.1)"]
+    problems = rt.violations({**record(), **facts}, None, None)
+    assert "compiled target incomplete: 'layers.*': 1 of 2 blocks compiled (not compiled: layers.1)" in problems
 
 
 def test_wrapper_keys_are_detected():

@@ -17,6 +17,7 @@ from model_compile.findings.models import RecipeReport, Report
 from model_compile.findings.selection import apply_severity, apply_suppressions, selected_rules
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
+from model_compile.ledger.compiled_scope import compiled_scope
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 from model_compile.settings import Settings, parse_settings
@@ -31,6 +32,7 @@ def review_context(ctx: RecipeContext, settings: Settings | None = None) -> Reci
         compile_path=compile_path(ctx),  # type: ignore[arg-type]
         compiled_target=compiled_targets(ctx),
         placement=placement(ctx),
+        scope=compiled_scope(ctx.ledgers, ctx.repo.kit, {p: m.text for p, m in ctx.modules.items()}),
         ledger=ctx.ledgers,
         config=ctx.config,
         documentation=ctx.docs,

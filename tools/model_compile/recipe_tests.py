@@ -32,7 +32,8 @@ ALLOWED_MODES = list(MODES)
 GRAPH_BREAK_BUDGETS = {"kit": 40, "fallback:regional": 10, "fallback:submodule": 20, "direct": 60}
 DEFAULT_RECOMPILE_BUDGET = 16
 
-# Where the compiled module sits, as fnmatch patterns over named_modules().
+# Where the compiled modules sit, as names of named_modules() matched per dotted
+# segment (runtime/targets.py): "<container>.*" = every block of the container.
 TARGET_PATTERNS = {
     "kit": [""],
     "direct": [""],

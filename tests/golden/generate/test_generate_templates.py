@@ -41,8 +41,23 @@ CASES = {
     },
     "config/compile_field.py.j2": {"class_name": "ToyCompileConfig"},
     "config/stage_compile.yaml.j2": {"indent": "  ", "step": "  ", "backend": "inductor", "mode": "default"},
-    "readme/compile_section.md.j2": {"hashes": "##", "kind": "submodule", "target": "model.model.language_model", "reason": REASON},
+    "readme/compile_section.md.j2": {
+        "hashes": "##",
+        "kind": "submodule",
+        "target": "model.model.language_model",
+        "reason": REASON,
+        "scope": "`model.model.language_model`",
+        "eager": ["what `model` runs outside `model.model.language_model`"],
+        "launch_command": "torchrun --nproc_per_node=8 -m toy.launch --config ./recipes/toy/configs/train.yaml model.compile.enabled=true",
+        "test_command": "python -m pytest recipes/toy/tests/test_smoke.py -q --run-smoke --config-override model.compile.enabled=true",
+        "tests_note": "",
+        "stage_file": "recipes/toy/configs/train.yaml",
+    },
 }
+LONG_REASON = (
+    "the vision tower computes position ids and cu_seqlens from grid_thw with tolist(), which breaks graphs "
+    "and recompiles per image size; the decoder layers are where the time goes"
+)
 
 
 def _golden(name: str) -> Path:
@@ -88,3 +103,10 @@ def test_missing_variable_is_an_error(name):
         ctx = {k: v for k, v in CASES[name].items() if k != key}
         with pytest.raises(jinja2.UndefinedError):
             templating.render(name, ctx)
+
+
+def test_wrapped_reason_lines_render_as_comment_lines():
+    """A reason given as wrapped lines becomes the marker line plus `# ` continuation lines."""
+    case = {**CASES["compile/regional.py.j2"], "reason": LONG_REASON, "reason_lines": ["first part", "second part"]}
+    text = templating.render("compile/regional.py.j2", case)
+    assert "    # model-compile: regional - first part\n    # second part\n    for block in" in text

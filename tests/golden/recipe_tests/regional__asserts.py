@@ -8,8 +8,9 @@ calls the assert_<phase>_start/_end hooks around the engine phases.
 The runtime hooks do nothing unless `model.compile.enabled` is true, so
 the plain smoke run is unaffected. With compile on they record what torch.compile
 did (model_compile.runtime) into $MODEL_COMPILE_RUNTIME_DIR and fail on a
-missing compiled target, `_orig_mod.` keys, a recompile-limit hit, budgets
-exceeded, or a compiled region that never ran.
+compiled target that falls short (a block of a regional container left eager,
+or a submodule or kit target not compiled itself), `_orig_mod.` keys, a
+recompile-limit hit, budgets exceeded, or a compiled region that never ran.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ RECIPE_ROOT = Path(__file__).resolve().parents[3]
 COMPILE_SECTION = "model.compile"
 COMPILE_PATH = "fallback:regional"
 TARGET = "text decoder layers and vision blocks"
-# fnmatch patterns over named_modules() of the unwrapped model ("" = the model itself).
+# What must be compiled, as names of the unwrapped model's named_modules() ("" = the
+# model itself), matched per dotted segment: "<container>.*" expects every block of
+# the container compiled; a name without a wildcard expects exactly that module.
 TARGET_PATTERNS = ['model.language_model.layers.*', 'model.visual.blocks.*']
 ALLOWED_BACKENDS = ['inductor', 'aot_eager', 'eager']
 ALLOWED_MODES = ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs']
@@ -103,7 +106,9 @@ def assert_before_train_end(engine):
     facts = probe.inspect_model(engine.model, TARGET_PATTERNS)
     probe.write()
     assert facts["compiled_module_count"], f"compile is enabled but no module of {type(engine.model).__name__} is compiled"
-    assert not facts["missing_targets"], f"expected compiled targets not found: {facts['missing_targets']}"
+    assert not facts["missing_targets"], "compiled targets incomplete:\n" + "\n".join(
+        f"  - {text}" for text in facts.get("target_failures") or facts["missing_targets"]
+    )
     assert not facts["orig_mod_key_count"], f"'_orig_mod.' in state_dict keys / parameter names: {facts['orig_mod_keys']}"
 
 

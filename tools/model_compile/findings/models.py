@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
+from model_compile.ledger.compiled_scope import CompiledScope
 from model_compile.parse.models import ConfigFacts, Documentation
 from model_compile.rules.finding import Finding, active
 from model_compile.vocabulary import CompilePath
@@ -19,6 +20,9 @@ class RecipeReport(BaseModel):
     compile_path: CompilePath = "none"
     compiled_target: list[str] = Field(default_factory=list)
     placement: str = Field(default="", description="one line: where compile sits among the steps")
+    scope: CompiledScope = Field(
+        default_factory=CompiledScope, description="what compile covers in module terms, and what stays eager"
+    )
     ledger: list[Ledger] = Field(default_factory=list)
     config: ConfigFacts = Field(default_factory=ConfigFacts)
     documentation: list[Documentation] = Field(default_factory=list)

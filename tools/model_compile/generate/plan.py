@@ -14,10 +14,13 @@ from model_compile.errors import InputError
 from model_compile.generate import engine_edit, locate
 from model_compile.generate.options import Options
 from model_compile.generate.readme_edit import edit_readme
+from model_compile.generate.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
 from model_compile.generate.schema_edit import edit_schema
 from model_compile.generate.snippets import Renderer
 from model_compile.generate.yaml_edit import edit_stage
 from model_compile.ledger.models import Ledger
+from model_compile.ledger.repo import KitFacts
+from model_compile.ledger.compiled_scope import planned_scope
 from model_compile.recipe_tests import default_context, planned_recipe_tests
 from model_compile.vocabulary import FALLBACK_KINDS, fallback_path
 
@@ -74,7 +77,7 @@ def build_plan(opts: Options) -> Plan:
             raise InputError(f"{files.rel(path)}: cannot parse ({exc.message} at line {exc.raw_line})") from exc
         if engine_edit.engine_classes(module):
             parsed.append((path, text, module))
-    ledgers = recipe_ledgers(files.recipe) if parsed else {}
+    ledgers, kits = recipe_ledgers(files.recipe) if parsed else ({}, [])
     engines = []
     for path, text, module in parsed:
         own = ledgers.get(path.resolve().relative_to(files.recipe).as_posix(), {})
@@ -107,6 +110,10 @@ def build_plan(opts: Options) -> Plan:
     if opts.target is None and opts.path != "kit":
         plan.notes.append(f"target: {choice.target} (inferred: {choice.why}; override with --target)")
 
+    repo_text = read_repo_text(files)
+    stems = [p.stem for p in files.stages]
+    commands = run_commands(files, repo_text, "train" if "train" in stems or not stems else stems[0])
+
     # 1. engine(s)
     for path, text, own, fx in engines:
         kit_attr = fx.kit_attr
@@ -126,7 +133,13 @@ def build_plan(opts: Options) -> Plan:
         target = choice.target
         if opts.path == "post-wrap" and not opts.target:
             target = fx.wrapped_var or fx.model_var
-        block = r.block(opts.path, model_var=fx.model_var, kit_attr=kit_attr, target=target, reason=opts.reason)
+        reason_lines = None
+        if opts.reason:  # wrapped within the repo's line length, inside `if ...enabled:`
+            reason_lines = wrap_reason(opts.reason, opts.path, body_indent(text) + 4, repo_text.line_length)
+        block = r.block(
+            opts.path, model_var=fx.model_var, kit_attr=kit_attr, target=target, reason=opts.reason,
+            reason_lines=reason_lines,
+        )
         plan.snippets["compile_block"] = block
         result = engine_edit.edit_engine(
             text,
@@ -169,8 +182,16 @@ def build_plan(opts: Options) -> Plan:
     # 4. README (fallbacks document kind, target and reason there too)
     if opts.path in FALLBACK_KINDS:
         old = _read(files.readme) if files.readme.is_file() else None
+        readme_target = choice.target if opts.path != "post-wrap" else target
+        patches = [
+            e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
+        ]
+        scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
         new, note = edit_readme(
-            old or "", lambda h: r.readme_section(h, opts.path, choice.target if opts.path != "post-wrap" else target, opts.reason)
+            old or "",
+            lambda h: r.readme_section(
+                h, opts.path, readme_target, opts.reason or "", scope=scope.summary, eager=scope.eager, commands=commands
+            ),
         )
         if new != old:
             plan.notes.append(note)
@@ -191,13 +212,20 @@ def build_plan(opts: Options) -> Plan:
         old = _read(dest) if dest.is_file() else None
         plan.changes.append(FileChange(dest, files.rel(dest), old, text))
 
+    if commands["launch"]:
+        plan.notes.append(f"run with compile on: {commands['launch']}")
+    if commands["tests"]:
+        plan.notes.append(f"recipe smoke test with compile on: {commands['tests']}")
+    if commands["tests_note"]:
+        plan.notes.append(commands["tests_note"])
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
 
 
-def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
-    """The static analysis' ledgers of the recipe: {engine file relative to the recipe: {class: ledger}}.
+def recipe_ledgers(recipe: Path) -> tuple[dict[str, dict[str, Ledger]], list[KitFacts]]:
+    """The static analysis' ledgers of the recipe ({engine file relative to the recipe: {class: ledger}})
+    and the repository's kit facts.
 
     The ledger is the one model of prepare_model() (branches, aliases, helpers,
     early returns): the engine edit takes what to remove and where to insert from it.
@@ -207,7 +235,7 @@ def recipe_ledgers(recipe: Path) -> dict[str, dict[str, Ledger]]:
     for rec in report.recipes[:1]:
         for ledger in rec.ledger:
             out.setdefault(ledger.file, {})[ledger.engine_class] = ledger
-    return out
+    return out, report.kit
 
 
 def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: engine_edit.EngineFacts) -> dict:

@@ -19,7 +19,17 @@ class Renderer:
         self.rendered[name] = text
         return text
 
-    def block(self, path_kind: str, *, model_var: str, kit_attr: str | None, target: str, reason: str | None) -> str:
+    def block(
+        self,
+        path_kind: str,
+        *,
+        model_var: str,
+        kit_attr: str | None,
+        target: str,
+        reason: str | None,
+        reason_lines: list[str] | None = None,
+    ) -> str:
+        """The compile block; `reason_lines` is the reason wrapped to the repo's line length."""
         return self.render(
             f"compile/{path_kind}.py.j2",
             config_expr=CONFIG_EXPR,
@@ -27,6 +37,7 @@ class Renderer:
             kit_attr=kit_attr or "self.model_kit",
             target=target,
             reason=reason or "",
+            reason_lines=reason_lines or [reason or ""],
             kind=path_kind,
         )
 
@@ -56,5 +67,29 @@ class Renderer:
     def stage_block(self, indent: str, step: str, backend: str, mode: str) -> str:
         return self.render("config/stage_compile.yaml.j2", indent=indent, step=step, backend=backend, mode=mode)
 
-    def readme_section(self, hashes: str, kind: str, target: str, reason: str) -> str:
-        return self.render("readme/compile_section.md.j2", hashes=hashes, kind=kind, target=target, reason=reason)
+    def readme_section(
+        self,
+        hashes: str,
+        kind: str,
+        target: str,
+        reason: str,
+        *,
+        scope: str = "",
+        eager: list[str] | None = None,
+        commands: dict[str, str] | None = None,
+    ) -> str:
+        """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax."""
+        cmds = commands or {}
+        return self.render(
+            "readme/compile_section.md.j2",
+            hashes=hashes,
+            kind=kind,
+            target=target,
+            reason=reason,
+            scope=scope or f"`{target}`",
+            eager=list(eager or []),
+            launch_command=cmds.get("launch", ""),
+            test_command=cmds.get("tests", ""),
+            tests_note=cmds.get("tests_note", ""),
+            stage_file=cmds.get("stage_file", "configs/<stage>.yaml"),
+        )

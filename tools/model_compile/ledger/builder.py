@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from model_compile.ledger.classify import classify_call, is_graph_break_decorator
 from model_compile.ledger.models import Branch, Event, Ledger
-from model_compile.ledger.scope import (
+from model_compile.ledger.aliases import (
     Ctx,
     Frame,
     aliasable,

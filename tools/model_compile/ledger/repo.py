@@ -25,6 +25,7 @@ class KitFacts(BaseModel):
         default_factory=dict,
         description="region -> the condition the kit tests before disabling it, e.g. hasattr(model, 'model')",
     )
+    model_param: str = Field(default="model", description="the name of its model parameter (what `disables` start with)")
 
 
 @dataclass
@@ -33,6 +34,37 @@ class RepoFacts:
 
     kit: list[KitFacts] = field(default_factory=list)
     per_block_wrappers: set[str] = field(default_factory=set)
+
+
+def _path_of(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`model.model.visual` for `visual` (an alias), `getattr(getattr(model, "model"), "visual")` or the attribute chain."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        base = _path_of(node.value, aliases)
+        return f"{base}.{node.attr}" if base else None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        base = _path_of(node.args[0], aliases)
+        return f"{base}.{node.args[1].value}" if base else None
+    return None
+
+
+def _aliases(fn: ast.AST) -> dict[str, str]:
+    """Local names bound once to a module path inside the kit method (`visual = model.model.visual`)."""
+    out: dict[str, str] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found = _path_of(node.value, out)
+            if found and "." in found:
+                out[node.targets[0].id] = found
+    return out
 
 
 def _kit_facts(path: str, text: str) -> list[KitFacts]:
@@ -49,6 +81,7 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
             found_by: dict[str, str] = {}
             guards = {id(n): ast.unparse(branch.test) for branch in ast.walk(fn) if isinstance(branch, ast.If)
                       for stmt in branch.body for n in ast.walk(stmt)}
+            aliases = _aliases(fn)
             for node in ast.walk(fn):
                 if not isinstance(node, ast.Call):
                     continue
@@ -60,14 +93,22 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
                 elif kind == "compile" and facts.get("style") == "inplace":
                     in_place = True
                 elif kind == "graph_break" and node.args:
-                    target = ast.unparse(node.args[0])
+                    target = _path_of(node.args[0], aliases) or ast.unparse(node.args[0])
                     region = target[: -len(".forward")] if target.endswith(".forward") else target
                     disables.append(region)
                     if id(node) in guards:
                         found_by[region] = guards[id(node)]
+            params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
             out.append(
-                KitFacts(file=path, line=fn.lineno, class_name=cls.name, in_place=in_place and not wrapper, disables=disables,
-                         found_by=found_by)
+                KitFacts(
+                    file=path,
+                    line=fn.lineno,
+                    class_name=cls.name,
+                    in_place=in_place and not wrapper,
+                    disables=disables,
+                    found_by=found_by,
+                    model_param=params[0] if params else "model",
+                )
             )
     return out
 

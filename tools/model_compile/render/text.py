@@ -62,6 +62,8 @@ def inspect_text(report: Report) -> str:
     for r in report.recipes:
         out.append(f"\n{r.name} ({r.path})")
         out.append(f"  {_summary(r)}")
+        out.append(f"  scope: {r.scope.summary}")
+        out.extend(f"  eager: {e}" for e in (r.scope.eager if r.scope.parts else []))
         for ledger in r.ledger:
             out.append(f"  {ledger.engine_class}.prepare_model ({ledger.file}:{ledger.line})")
             for e in ledger.events:

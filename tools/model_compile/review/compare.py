@@ -6,6 +6,7 @@ import re
 from collections import Counter
 
 from model_compile.findings.models import RecipeReport
+from model_compile.ledger.compiled_scope import scope_changes
 from model_compile.review.models import (
     DiffFinding,
     EventView,
@@ -40,6 +41,7 @@ def side_view(report: RecipeReport | None) -> Side | None:
     return Side(
         compile_path=report.compile_path,
         compiled_target=list(report.compiled_target),
+        scope=report.scope.summary,
         placement=report.placement,
         ledger=[
             LedgerView(
@@ -104,6 +106,7 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             f"compile target changed: {', '.join(before.compiled_target) or 'nothing'}"
             f" -> {', '.join(after.compiled_target) or 'nothing'}"
         )
+    out.extend(scope_changes(before.scope, after.scope))
     out.extend(per_call)
     if not out and _placement(before.placement) != _placement(after.placement) and after.placement:
         out.append(f"placement: {before.placement or '?'} -> {after.placement}")

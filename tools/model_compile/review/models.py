@@ -62,6 +62,7 @@ class ValueChange(BaseModel):
 class Side(BaseModel):
     compile_path: str = "none"
     compiled_target: list[str] = Field(default_factory=list)
+    scope: str = Field(default="", description="what compile covers, in module terms")
     placement: str = ""
     ledger: list[LedgerView] = Field(default_factory=list)
 

@@ -1,0 +1,126 @@
+"""Generated text that fits the target repository.
+
+Reads (statically) the repo's line length, its launch command and its recipe
+tests' pytest options (parse/conventions.py), and turns them into what the
+templates print: a `--reason` wrapped over comment lines within the line
+length, the command that launches a run with compile on in the launcher's own
+override syntax, and the recipe-test command with only the options its
+`conftest.py` registers.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_compile.generate.locate import RecipeFiles
+from model_compile.parse.conventions import (
+    Launch,
+    conftest_options,
+    find_launch,
+    launcher_takes_dotlist,
+    line_length,
+)
+
+COMPILE_ON = "model.compile.enabled=true"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@dataclass
+class RepoText:
+    """What the repository's own files say about how text is written and runs are started."""
+
+    line_length: int
+    launch: Launch | None = None
+    test_options: dict[str, str] = field(default_factory=dict)
+    has_smoke_test: bool = False
+
+
+def read_repo_text(files: RecipeFiles) -> RepoText:
+    """Line length, launch command and test options of the recipe's repository."""
+    root = files.root
+    length = line_length(
+        _read(root / "pyproject.toml"),
+        _read(root / ".pre-commit-config.yaml"),
+        _read(root / "setup.cfg") or _read(root / "tox.ini") or _read(root / ".flake8"),
+    )
+    readmes = [(files.rel(p), t) for p in (files.readme, root / "README.md") if (t := _read(p)) is not None]
+    launch = find_launch(readmes, files.recipe.name)
+    if launch is not None and launch.style == "dotlist" and not _launch_shows_overrides(readmes):
+        # No README shows an override: trust the launcher itself only if it hands extra args to Hydra/OmegaConf.
+        module = re.search(r"-m\s+([\w.]+)", launch.command)
+        source = _read(root / (module.group(1).replace(".", "/") + ".py")) if module else None
+        if source is not None and not launcher_takes_dotlist(source):
+            launch = None
+    conftest = _read(files.recipe / "tests" / "conftest.py") or ""
+    return RepoText(
+        line_length=length,
+        launch=launch,
+        test_options=conftest_options(conftest),
+        has_smoke_test=(files.recipe / "tests" / "test_smoke.py").is_file(),
+    )
+
+
+def _launch_shows_overrides(readmes: list[tuple[str, str]]) -> bool:
+    return any(re.search(r"\s[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+=\S", text) for _, text in readmes)
+
+
+def body_indent(engine_text: str) -> int:
+    """Columns of the statements inside `prepare_model()`: its `def` indent plus four (8 for a method)."""
+    m = re.search(r"^([ \t]*)(?:async\s+)?def\s+prepare_model\s*\(", engine_text, re.M)
+    return len(m.group(1).expandtabs(4)) + 4 if m else 8
+
+
+def wrap_reason(reason: str, kind: str, indent: int, width: int) -> list[str]:
+    """The reason split so `# model-compile: <kind> - <first>` and `# <rest>` lines fit `width` at `indent`."""
+    head = f"# model-compile: {kind} - "
+    first_room = max(20, width - indent - len(head))
+    rest_room = max(20, width - indent - 2)
+    words = reason.split()
+    lines: list[str] = []
+    current = ""
+    for word in words:
+        room = first_room if not lines else rest_room
+        if current and len(current) + 1 + len(word) > room:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}".strip()
+    if current or not lines:
+        lines.append(current)
+    return lines
+
+
+def run_commands(files: RecipeFiles, text: RepoText, stage: str) -> dict[str, str]:
+    """The commands a README or a note prints: `launch`, `tests`, `stage_file`, and what the tests lack."""
+    recipe = files.rel(files.recipe)
+    out = {"launch": "", "tests": "", "stage_file": f"{recipe}/configs/{stage}.yaml", "tests_note": ""}
+    if text.launch is not None:
+        out["launch"] = text.launch.with_override(COMPILE_ON)
+    if text.has_smoke_test:
+        opts = text.test_options
+        cmd = f"python -m pytest {recipe}/tests/test_smoke.py -q"
+        if "--run-smoke" in opts:
+            cmd += " --run-smoke"
+        if "--config-override" in opts:
+            out["tests"] = f"{cmd} --config-override {COMPILE_ON}"
+        else:
+            out["tests"] = cmd
+            out["tests_note"] = (
+                f"{recipe}/tests/conftest.py registers no --config-override: set `model.compile.enabled` "
+                f"to `true` in {out['stage_file']} for the test run instead"
+            )
+    return out
+
+
+def wrap_note(text: str, width: int) -> str:
+    """Markdown prose wrapped at `width` (README lines stay within the repo's style)."""
+    return "\n".join(textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False))
