@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_compile.analyze import analyze_path
+from model_compile.ledger.compiled_scope import compiled_scope, planned_scope, scope_changes
 from model_compile.ledger.models import Branch, Event, Ledger
 from model_compile.ledger.repo import KitFacts
-from model_compile.ledger.compiled_scope import compiled_scope, planned_scope, scope_changes
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo_repo"
 ENGINE = "recipes/toy/engine/toy_engine.py"
@@ -116,7 +116,7 @@ def test_scope_on_the_demo_repo_matches_the_committed_runtime_patterns():
     assert by_name["vlm_kit"].scope.summary == "whole model `model` minus `model.model.visual`"
     assert by_name["vlm_regional"].scope.patterns == ["model.language_model.layers.*", "model.visual.blocks.*"]
     asserts = (DEMO / "recipes/vlm_regional/tests/skills/model-compile/asserts.py").read_text()
-    assert "TARGET_PATTERNS = ['model.language_model.layers.*', 'model.visual.blocks.*']" in asserts
+    assert 'TARGET_PATTERNS = ["model.language_model.layers.*", "model.visual.blocks.*"]' in asserts
 
 
 def test_planned_scope_for_each_fallback():

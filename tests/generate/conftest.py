@@ -1,7 +1,6 @@
 """Fixtures for the generate tests (helpers live in gen_helpers.py)."""
 
 import pytest
-
 from gen_helpers import make_repo
 
 

@@ -7,7 +7,6 @@ import ast
 import pydantic
 import pytest
 import yaml
-
 from gen_helpers import REASON, RECIPE_REL, run_generate
 from test_generate_engine import _only_insertions
 
@@ -47,7 +46,7 @@ def test_schema_with_existing_compile_field_is_left_alone(repo):
     recipe = str(repo / RECIPE_REL)
     assert run_generate(recipe, "--write")[0] == 0
     schema = (repo / RECIPE_REL / "configs" / "schema.py").read_text()
-    assert run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--force")[0] == 0
+    assert run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--force", "--switch")[0] == 0
     assert (repo / RECIPE_REL / "configs" / "schema.py").read_text() == schema
 
 
@@ -85,7 +84,7 @@ def test_readme_section_is_replaced_not_duplicated(repo):
     readme = repo / RECIPE_REL / "README.md"
     readme.write_text(readme.read_text() + "\n## Compile\n\nold text\n\n## License\n\nMIT\n")
     assert run_generate(recipe, "--path", "submodule", "--reason", REASON, "--write", "--force")[0] == 0
-    assert run_generate(recipe, "--path", "regional", "--reason", "per block compile keeps cold start short", "--write", "--force")[0] == 0
+    assert run_generate(recipe, "--path", "regional", "--reason", "per block compile keeps cold start short", "--write", "--force", "--switch")[0] == 0
     text = readme.read_text()
     assert text.count("## Compile") == 1 and "old text" not in text
     assert "**regional**" in text and "per block compile keeps cold start short" in text

@@ -6,7 +6,6 @@ import difflib
 import json
 
 import pytest
-
 from gen_helpers import ENGINE_REL, REASON, RECIPE_REL, assert_one_gated_block, make_repo, run_generate, snapshot
 
 FALLBACK_TARGETS = {
@@ -52,10 +51,39 @@ def test_kit_without_kit_instance_adds_import_and_init(tmp_path):
     assert code == 0, err
     new = (repo / ENGINE_REL).read_text()
     assert "from toykit.kit import MLLMModelKit\n" in new  # where the other recipes import it from
-    assert "    def __init__(self, config: ToyVLMConfig):\n        super().__init__(config)\n        self.model_kit = MLLMModelKit()\n" in new
+    # toykit has no engine module to read the base __init__ from: no annotation is invented
+    assert (
+        "    def __init__(self, config):\n"
+        '        """Initialize the engine and the model kit it compiles with."""\n'
+        "        super().__init__(config)\n        self.model_kit = MLLMModelKit()\n"
+    ) in new
     # the wrap is in the return: the block goes right before it
     assert new.index("apply_model_compile") < new.index("return parallelize_model(")
     assert_one_gated_block(new)
+
+
+@pytest.mark.parametrize(
+    "signature, expected, imported",
+    [
+        ("def __init__(self, config):", "def __init__(self, config):", None),
+        ("def __init__(self, config: DictConfig):", "def __init__(self, config: DictConfig):", "from omegaconf import DictConfig\n"),
+    ],
+)
+def test_new_init_mirrors_the_base_class(tmp_path, signature, expected, imported):
+    repo = make_repo(tmp_path, "none_return", use_git=False)
+    (repo / "toykit" / "engine.py").write_text(
+        '"""Base engine."""\n\nfrom omegaconf import DictConfig\n\n\nclass Engine:\n'
+        f'    """Base."""\n\n    {signature}\n        self.config = config\n'
+    )
+    code, out, err = run_generate(str(repo / RECIPE_REL), "--write")
+    assert code == 0, err
+    new = (repo / ENGINE_REL).read_text()
+    assert f"    {expected}\n" in new
+    assert "the new __init__ mirrors toykit.engine.Engine.__init__" in err
+    if imported:  # in the third-party group, where isort puts it
+        assert new.index("import torch\n") < new.index(imported) < new.index("from toykit.")
+    else:
+        assert "DictConfig" not in new
 
 
 @pytest.mark.parametrize("kind", ["submodule", "graph-break", "regional"])
@@ -137,7 +165,10 @@ def test_idempotent(tmp_path, engine, args):
 def test_switching_paths_leaves_one_block(repo):
     recipe = str(repo / RECIPE_REL)
     assert run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--force")[0] == 0
-    assert run_generate(recipe, "--write", "--force")[0] == 0
+    code, _, err = run_generate(recipe, "--write", "--force")
+    assert code == 2 and "pass --switch" in err  # an existing fallback is not silently replaced
+    code, _, err = run_generate(recipe, "--write", "--force", "--switch")
+    assert code == 0 and "switching from fallback:regional (model.model.language_model.layers) to kit" in err
     new = (repo / ENGINE_REL).read_text()
     assert_one_gated_block(new)
     assert "block.compile" not in new and "# model-compile: regional" not in new

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 
 import pytest
-
 from gen_helpers import ENGINE_REL, REASON, RECIPE_REL, make_repo, run_generate, snapshot
 
 GATE = "if self.config.model.compile.enabled:"

@@ -92,22 +92,25 @@ def test_fixture_tree_is_not_modified():
     assert "compile" not in (FIXTURES / "toy_repo" / "recipes" / "toy_vlm" / "configs" / "train.yaml").read_text()
 
 
-def test_recipe_tests_rendered_with_repo_testing_module(repo):
+def test_parity_test_is_self_contained(repo):
     code, out, err = run_generate(str(repo / RECIPE_REL), "--write")
     assert code == 0, err
     skill = repo / RECIPE_REL / "tests" / "skills" / "model-compile"
     asserts = (skill / "asserts.py").read_text()
     parity = (skill / "test_compile_parity.py").read_text()
     assert 'COMPILE_PATH = "kit"' in asserts
-    assert "from toykit.testing.utils import load_config, resolve_engine_class" in parity
+    assert "toykit" not in parity  # nothing imported from the repository's shared code
+    assert 'RECIPE_PACKAGE = "recipes.toy_vlm"' in parity and 'CONFIG_CLASS = "ToyVLMConfig"' in parity
+    assert 'ENGINE_MODULE = "recipes.toy_vlm.engine.toy_vlm_engine"' in parity
+    assert 'ENGINE_CLASS = "ToyVLMEngine"' in parity
+    assert "testing" not in err  # never asks to edit shared code
 
 
-def test_parity_test_skipped_when_helpers_are_missing(tmp_path):
+def test_parity_test_needs_no_testing_module(tmp_path):
     repo = make_repo(tmp_path, use_git=False)
     shutil.rmtree(repo / "toykit" / "testing")
     code, out, err = run_generate(str(repo / RECIPE_REL), "--path", "regional", "--reason", REASON, "--write")
     assert code == 0, err
     skill = repo / RECIPE_REL / "tests" / "skills" / "model-compile"
-    assert (skill / "asserts.py").is_file() and not (skill / "test_compile_parity.py").exists()
-    assert "parity test not generated" in err
-    assert "TARGET_PATTERNS = ['model.language_model.layers.*']" in (skill / "asserts.py").read_text()
+    assert (skill / "asserts.py").is_file() and (skill / "test_compile_parity.py").is_file()
+    assert 'TARGET_PATTERNS = ["model.language_model.layers.*"]' in (skill / "asserts.py").read_text()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from gen_helpers import REASON, RECIPE_REL, make_repo, run_generate
 
 api = pytest.importorskip("model_compile.api")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from gen_helpers import ENGINE_REL, RECIPE_REL, run_generate
 
 from model_compile.analyze import analyze_path
+from model_compile.generate.repo_style import read_style
 from model_compile.generate.repo_text import wrap_reason
-from model_compile.parse.conventions import conftest_options, find_launch, line_length
+from model_compile.parse.conventions import conftest_options, find_launch
 
 REASON_200 = (
     "the vision tower computes position ids and cu_seqlens from grid_thw with tolist(), which breaks graphs and "
@@ -36,13 +37,13 @@ def pytest_addoption(parser):
 '''
 
 
-def test_line_length_sources_in_order():
-    assert line_length("[tool.ruff]\nline-length = 100\n[tool.black]\nline-length = 90\n") == 100
-    assert line_length("[tool.black]\nline-length = 120\n") == 120
-    assert line_length("[project]\nname='x'\n", "hooks:\n  - id: ruff-format\n    args: [ --line-length=110 ]\n") == 110
-    assert line_length(None, None, "[flake8]\nmax-line-length = 79\n") == 79
-    assert line_length(None) == 88
-    assert line_length("not toml [") == 88
+def test_line_length_comes_from_the_formatter_settings(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 120\n")
+    assert read_style(tmp_path).line_length == 120
+    (tmp_path / ".pre-commit-config.yaml").write_text(
+        "repos:\n- repo: x\n  hooks:\n  - id: ruff-format\n    args: [--line-length=110]\n"
+    )
+    assert read_style(tmp_path).line_length == 110  # the hook's args are what pre-commit runs
 
 
 def test_launch_command_and_its_override_syntax():

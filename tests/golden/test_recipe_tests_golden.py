@@ -26,7 +26,6 @@ CASES = {
         target="text decoder layers and vision blocks",
         backend="inductor",
         recompile_budget=4,
-        testing_module="mvp_like.testing.utils",
         config_name="stage1",
     ),
 }
@@ -48,8 +47,9 @@ def test_context_values_land_in_the_output():
     rendered = render_recipe_tests(CASES["regional"])
     assert "GRAPH_BREAK_BUDGET = 10" in rendered["asserts.py"]
     assert "RECOMPILE_BUDGET = 4" in rendered["asserts.py"]
-    assert "TARGET_PATTERNS = ['model.language_model.layers.*', 'model.visual.blocks.*']" in rendered["asserts.py"]
-    assert "from mvp_like.testing.utils import" in rendered["test_compile_parity.py"]
+    assert 'TARGET_PATTERNS = ["model.language_model.layers.*", "model.visual.blocks.*"]' in rendered["asserts.py"]
+    assert 'RECIPE_PACKAGE = "recipes.vlm_regional"' in rendered["test_compile_parity.py"]
+    assert "testing.utils" not in rendered["test_compile_parity.py"]  # self-contained
     assert '"MODEL_COMPILE_PARITY_BACKEND", "inductor"' in rendered["test_compile_parity.py"]
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fixture_repo import base_files, commit, git, init_repo, recipe_files
+from test_plumbing import fake_analyze
+
 from model_compile import cli
 from model_compile.cli import main
 from model_compile.review import run as review_run
-from test_plumbing import fake_analyze
 
 
 @pytest.fixture(autouse=True)

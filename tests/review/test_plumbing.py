@@ -10,15 +10,15 @@ import hashlib
 import subprocess
 
 import pytest
-
 from fixture_repo import base_files, commit, git, init_repo, recipe_files, write
+
 from model_compile import __version__
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
-from model_compile.rules.finding import Finding
 from model_compile.review import changes as ch
 from model_compile.review.gittree import GitTree, WorkTree, open_repo
 from model_compile.review.run import review
+from model_compile.rules.finding import Finding
 
 
 def fake_analyze(tree, recipes):

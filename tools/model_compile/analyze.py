@@ -15,9 +15,9 @@ from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
 from model_compile.findings.selection import apply_severity, apply_suppressions, selected_rules
+from model_compile.ledger.compiled_scope import compiled_scope
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
-from model_compile.ledger.compiled_scope import compiled_scope
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 from model_compile.settings import Settings, parse_settings

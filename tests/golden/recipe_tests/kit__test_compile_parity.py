@@ -8,22 +8,30 @@ optimizer steps twice: once with `model.compile.enabled=false`, once
 with it true. Loss and gradients must agree within the backend's tolerance,
 parameter names and state_dict keys must be identical, and a checkpoint saved
 from the compiled model must load strictly into the eager one.
-Set MODEL_COMPILE_PARITY_BACKEND to try another backend.
+Set MODEL_COMPILE_PARITY_BACKEND to try another backend. Self-contained: it
+loads the config and the engine class itself, through the recipe's own schema
+and engine module, and needs no helper from the repository's shared code.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
-
-from demo_engine.testing.utils import load_config, resolve_engine_class  # noqa: E402
+yaml = pytest.importorskip("yaml")
 
 RECIPE_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = RECIPE_ROOT.parents[1]
+RECIPE_PACKAGE = "recipes.vlm_kit"
+CONFIG_CLASS = "VlmKitConfig"
+ENGINE_MODULE = "recipes.vlm_kit.engine.vlm_kit_engine"
+ENGINE_CLASS = "VlmKitEngine"
 CONFIG_NAME = os.environ.get("MODEL_COMPILE_CONFIG_NAME", "train")
 COMPILE_SECTION = "model.compile"
 BACKEND = os.environ.get("MODEL_COMPILE_PARITY_BACKEND", "aot_eager")
@@ -38,16 +46,38 @@ TOLERANCES = {
 }
 
 
+def _load_config(overrides):
+    """configs/<CONFIG_NAME>.yaml with dotlist overrides, through the recipe schema."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    path = RECIPE_ROOT / "configs" / f"{CONFIG_NAME}.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for item in overrides:
+        key, value = item.split("=", 1)
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    schema = importlib.import_module(f"{RECIPE_PACKAGE}.configs.schema")
+    return getattr(schema, CONFIG_CLASS).model_validate(data)
+
+
+def _engine_class():
+    return getattr(importlib.import_module(ENGINE_MODULE), ENGINE_CLASS)
+
+
 def _unwrap(model):
-    return model.module if hasattr(model, "module") and isinstance(model.module, torch.nn.Module) else model
+    inner = getattr(model, "module", None)
+    return inner if isinstance(inner, torch.nn.Module) else model
 
 
 def _build(compiled: bool):
     overrides = [f"{COMPILE_SECTION}.enabled={'true' if compiled else 'false'}"]
     if compiled:
         overrides.append(f"{COMPILE_SECTION}.backend={BACKEND}")
-    config = load_config(RECIPE_ROOT, CONFIG_NAME, overrides)
-    engine = resolve_engine_class(RECIPE_ROOT, config)(config)
+    config = _load_config(overrides)
+    engine = _engine_class()(config)
     torch.manual_seed(SEED)
     model = engine.prepare_model()
     return engine, model
@@ -65,14 +95,19 @@ def _train(engine, model, reference_state=None):
     if reference_state is not None:
         _unwrap(model).load_state_dict(reference_state, strict=True)
     model.train()
-    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(trainable, lr=1e-2)
     losses, grads = [], []
     for index in range(STEPS):
         batch = _batch(engine, model, index)
         loss = _loss(engine, model, batch)
         loss.backward()
         losses.append(loss.detach().clone())
-        grads.append({n: p.grad.detach().clone() for n, p in _unwrap(model).named_parameters() if p.grad is not None})
+        grad = {}
+        for name, param in _unwrap(model).named_parameters():
+            if param.grad is not None:
+                grad[name] = param.grad.detach().clone()
+        grads.append(grad)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return losses, grads
@@ -80,53 +115,80 @@ def _train(engine, model, reference_state=None):
 
 @pytest.fixture(scope="module")
 def runs():
+    """The same steps eager and compiled, from the same weights."""
     torch._dynamo.reset()
     from torch._dynamo.utils import counters
 
     eager_engine, eager = _build(compiled=False)
     state = {k: v.detach().clone() for k, v in _unwrap(eager).state_dict().items()}
     compiled_engine, compiled = _build(compiled=True)
-    compiled_keys = list(_unwrap(compiled).state_dict())
+    same_keys = list(state) == list(_unwrap(compiled).state_dict())
     graphs_before = counters["stats"].get("unique_graphs", 0)
     eager_out = _train(eager_engine, eager)
-    compiled_out = _train(compiled_engine, compiled, reference_state=state if list(state) == compiled_keys else None)
+    reference = state if same_keys else None
+    compiled_out = _train(compiled_engine, compiled, reference_state=reference)
     graphs = counters["stats"].get("unique_graphs", 0) - graphs_before
-    return {"eager": eager, "compiled": compiled, "eager_out": eager_out, "compiled_out": compiled_out, "graphs": graphs, "state_keys": list(state)}
+    return {
+        "eager": eager,
+        "compiled": compiled,
+        "eager_out": eager_out,
+        "compiled_out": compiled_out,
+        "graphs": graphs,
+        "state_keys": list(state),
+    }
 
 
 def test_compiled_path_compiles(runs):
+    """Compile really happened: a compiled module and at least one graph."""
     compiled = runs["compiled"]
-    marked = [n for n, m in _unwrap(compiled).named_modules() if getattr(m, "_compiled_call_impl", None) is not None]
+    modules = _unwrap(compiled).modules()
+    marked = [m for m in modules if getattr(m, "_compiled_call_impl", None) is not None]
     wrapped = isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
-    assert marked or wrapped, "compile enabled but no module is compiled: parity would compare eager with eager"
-    assert runs["graphs"] > 0, "compile enabled but no graph was compiled during the compiled run"
+    assert marked or wrapped, "compile enabled but no module is compiled"
+    assert runs["graphs"] > 0, "compile enabled but no graph was compiled"
 
 
 def test_names_and_keys_identical(runs):
+    """Compile keeps parameter names and state_dict keys (no `_orig_mod.`)."""
     eager, compiled = _unwrap(runs["eager"]), _unwrap(runs["compiled"])
-    assert [n for n, _ in compiled.named_parameters()] == [n for n, _ in eager.named_parameters()], "parameter names differ"
-    assert list(compiled.state_dict()) == runs["state_keys"], "state_dict keys differ (e.g. an '_orig_mod.' prefix)"
+    eager_names = [n for n, _ in eager.named_parameters()]
+    compiled_names = [n for n, _ in compiled.named_parameters()]
+    assert compiled_names == eager_names, "parameter names differ"
+    keys = list(compiled.state_dict())
+    assert keys == runs["state_keys"], "state_dict keys differ ('_orig_mod.' prefix?)"
 
 
 def test_loss_and_grads_match(runs):
+    """Loss and gradients agree within the backend's tolerance at every step."""
     tol = TOLERANCES.get(BACKEND, TOLERANCES["inductor"])
-    (eager_losses, eager_grads), (comp_losses, comp_grads) = runs["eager_out"], runs["compiled_out"]
+    eager_losses, eager_grads = runs["eager_out"]
+    comp_losses, comp_grads = runs["compiled_out"]
     for step, (a, b) in enumerate(zip(eager_losses, comp_losses)):
-        torch.testing.assert_close(b, a, **tol, msg=lambda m, s=step: f"step {s} loss differs ({BACKEND}): {m}")
+        torch.testing.assert_close(
+            b,
+            a,
+            **tol,
+            msg=lambda m, s=step: f"step {s} loss differs ({BACKEND}): {m}",
+        )
     for step, (ga, gb) in enumerate(zip(eager_grads, comp_grads)):
-        assert sorted(ga) == sorted(gb), f"step {step}: different parameters got gradients"
+        assert sorted(ga) == sorted(gb), f"step {step}: other parameters got gradients"
         for name in ga:
             torch.testing.assert_close(
-                gb[name], ga[name], **tol, msg=lambda m, s=step, n=name: f"step {s} grad of {n} differs ({BACKEND}): {m}"
+                gb[name],
+                ga[name],
+                **tol,
+                msg=lambda m, s=step, n=name: f"step {s} grad of {n} differs: {m}",
             )
 
 
 def test_checkpoint_from_compiled_loads_into_eager(runs):
+    """A checkpoint of the compiled model loads strictly into an eager one."""
     buffer = io.BytesIO()
     torch.save(_unwrap(runs["compiled"]).state_dict(), buffer)
     buffer.seek(0)
     state = torch.load(buffer, weights_only=True)
     _, fresh = _build(compiled=False)
     _unwrap(fresh).load_state_dict(state, strict=True)
+    compiled = dict(_unwrap(runs["compiled"]).named_parameters())
     for name, param in _unwrap(fresh).named_parameters():
-        torch.testing.assert_close(param, dict(_unwrap(runs["compiled"]).named_parameters())[name], atol=0, rtol=0)
+        torch.testing.assert_close(param, compiled[name], atol=0, rtol=0)

@@ -5,6 +5,10 @@ With --write: all edits computed in memory, refused if any file has
 uncommitted changes (unless --force), written atomically, then the recipe
 is reviewed (soft validation) and the result reported.
 A dry run also reviews the planned files in memory ("after this edit, ...").
+On a recipe that already compiles through the requested path (and target)
+it is a no-op ("already wired"); another path is refused unless --switch.
+The recipe's own test files are never replaced (our hooks are merged into its
+asserts.py) unless --force.
 Exit codes: 0 done / nothing to change / dry run, 1 written but soft
 validation has error findings, 2 unusable input (nothing written).
 """
@@ -30,7 +34,14 @@ def add_parser(sub, name: str, help_text: str) -> None:
     p.add_argument("--backend", choices=BACKENDS, default="inductor", help="config default backend")
     p.add_argument("--mode", choices=MODES, default="default", help="config default mode")
     p.add_argument("--write", action="store_true", help="apply the edit (default: print the diff)")
-    p.add_argument("--force", action="store_true", help="write even over files with uncommitted changes")
+    p.add_argument(
+        "--force", action="store_true",
+        help="write even over files with uncommitted changes, and replace the recipe's own test files",
+    )
+    p.add_argument(
+        "--switch", action="store_true",
+        help="replace a recipe's existing kit/fallback compile wiring by the requested --path/--target",
+    )
     p.add_argument("--templates", type=Path, help="template override folder (missing ones fall back to built-ins)")
     p.add_argument("--format", choices=("diff", "json"), default="diff")
     p.set_defaults(command=name)
@@ -43,7 +54,7 @@ def run(args) -> int:
 
     opts = Options(
         recipe=args.recipe, path=args.path, target=args.target, reason=args.reason,
-        backend=args.backend, mode=args.mode, templates=args.templates,
+        backend=args.backend, mode=args.mode, templates=args.templates, switch=args.switch, force=args.force,
     )
     plan = build_plan(opts)
     changed = plan.changed
@@ -55,7 +66,10 @@ def run(args) -> int:
         if dirty and not args.force:
             raise InputError(f"uncommitted changes in {', '.join(dirty)}; commit or stash them, or pass --force")
         written = apply.write(plan)
-    if args.write:
+    if plan.already_wired:
+        validation = None  # nothing planned: the recipe is as it was reviewed
+        code = 0
+    elif args.write:
         validation = soft_validate(plan.recipe)
         code = 1 if validation.get("errors") else 0
     else:  # dry run: review the planned files without writing them
@@ -71,6 +85,7 @@ def run(args) -> int:
             "target_why": plan.target_why,
             "dry_run": not args.write,
             "changed": bool(changed),
+            "already_wired": plan.already_wired,
             "written": written,
             "files": [
                 {"path": c.rel, "status": "created" if c.old is None else "modified", "hunks": apply.hunks(diffs[c.rel])}
@@ -86,7 +101,9 @@ def run(args) -> int:
 
     for note in plan.notes:
         sys.stderr.write(f"model-compile: {note}\n")
-    if not changed:
+    if plan.already_wired:
+        sys.stderr.write("model-compile: already wired: no changes, nothing written\n")
+    elif not changed:
         sys.stderr.write("model-compile: no changes: the recipe already has this compile wiring\n")
     elif not args.write:
         sys.stdout.write("".join(diffs.values()))

@@ -8,8 +8,9 @@ revision without a checkout, and lets rule examples run from memory.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Protocol
+from typing import Protocol
 
 
 class SourceTree(Protocol):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from model_compile.ledger.compiled_scope import CompiledScope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
-from model_compile.ledger.compiled_scope import CompiledScope
 from model_compile.parse.models import ConfigFacts, Documentation
 from model_compile.rules.finding import Finding, active
 from model_compile.vocabulary import CompilePath

@@ -173,21 +173,3 @@ def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str
 
 def _module_lists(text: str) -> list[str]:
     return re.findall(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?ModuleList\(", text)
-
-
-def find_testing_module(root: Path) -> str | None:
-    """`<engine package>.testing.utils` (smoke-test helpers) when the repo has one."""
-    for utils in sorted(root.glob("*/testing/utils.py")):
-        return f"{utils.parent.parent.name}.testing.utils"
-    return None
-
-
-def missing_testing_helpers(root: Path, module: str, names) -> list[str]:
-    """Names a template imports from the repo's testing module that it does not define (static)."""
-    if not module:
-        return list(names)
-    path = root.joinpath(*module.split(".")).with_suffix(".py")
-    text = _read(path)
-    if not text:
-        return list(names)
-    return [n for n in names if not re.search(rf"^(?:def|class)\s+{n}\b|^{n}\s*=", text, re.M)]

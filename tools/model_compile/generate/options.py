@@ -21,6 +21,8 @@ class Options:
     backend: str = "inductor"
     mode: str = "default"
     templates: Path | None = None
+    switch: bool = False  # replace an existing kit/fallback wiring by another one
+    force: bool = False  # overwrite the recipe's own test files too
 
     def check(self) -> None:
         if not self.recipe.is_dir():

@@ -11,20 +11,24 @@ import libcst as cst
 from model_compile import templating
 from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
-from model_compile.generate import engine_edit, locate
+from model_compile.findings.models import RecipeReport
+from model_compile.generate import conventions, engine_edit, locate
+from model_compile.generate.formatting import Formatter, format_changes
+from model_compile.generate.import_order import insert_import
 from model_compile.generate.options import Options
 from model_compile.generate.readme_edit import edit_readme
+from model_compile.generate.repo_style import RepoStyle, read_style
 from model_compile.generate.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
-from model_compile.generate.schema_edit import edit_schema
+from model_compile.generate.schema_edit import edit_schema, model_classes
 from model_compile.generate.snippets import Renderer
+from model_compile.generate.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
+from model_compile.generate.wired import check_wiring, requested_path
 from model_compile.generate.yaml_edit import edit_stage
+from model_compile.ledger.compiled_scope import planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
-from model_compile.ledger.compiled_scope import planned_scope
 from model_compile.recipe_tests import default_context, planned_recipe_tests
-from model_compile.vocabulary import FALLBACK_KINDS, fallback_path
-
-PARITY_HELPERS = ("load_config", "resolve_engine_class")
+from model_compile.vocabulary import BACKENDS, FALLBACK_KINDS, MODES
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Plan:
     changes: list[FileChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     snippets: dict[str, str] = field(default_factory=dict)
+    already_wired: bool = False
 
     @property
     def changed(self) -> list[FileChange]:
@@ -77,7 +82,8 @@ def build_plan(opts: Options) -> Plan:
             raise InputError(f"{files.rel(path)}: cannot parse ({exc.message} at line {exc.raw_line})") from exc
         if engine_edit.engine_classes(module):
             parsed.append((path, text, module))
-    ledgers, kits = recipe_ledgers(files.recipe) if parsed else ({}, [])
+    report, kits = recipe_report(files.recipe) if parsed else (None, [])
+    ledgers = recipe_ledgers(report)
     engines = []
     for path, text, module in parsed:
         own = ledgers.get(path.resolve().relative_to(files.recipe).as_posix(), {})
@@ -107,8 +113,16 @@ def build_plan(opts: Options) -> Plan:
         target_inferred=choice.inferred,
         target_why=choice.why,
     )
+    wiring = check_wiring(report, opts.path, opts.target, opts.switch)
+    if wiring.note:
+        plan.notes.append(wiring.note)
+    if wiring.already_wired:  # nothing is rendered, nothing rewritten: the wiring stays as the recipe has it
+        plan.already_wired = True
+        plan.notes.extend(missing_recipe_tests(files.recipe, files.root, files.rel))
+        return plan
     if opts.target is None and opts.path != "kit":
         plan.notes.append(f"target: {choice.target} (inferred: {choice.why}; override with --target)")
+    style = read_style(files.root)
 
     repo_text = read_repo_text(files)
     stems = [p.stem for p in files.stages]
@@ -127,7 +141,8 @@ def build_plan(opts: Options) -> Plan:
                 )
             kit_attr = "self.model_kit"
             kit_import = (found.module, found.name)
-            kit_init = r.kit_init(kit_attr, found.name, fx.config_class)
+            base = conventions.base_init(files.root, path, fx.class_name)
+            kit_init = r.kit_init(kit_attr, found.name, base.annotation if base else None)
             kit_attr_stmt = r.kit_attr(kit_attr, found.name)
             plan.notes.append(f"{files.rel(path)}: no kit instance; adds `from {found.module} import {found.name}`")
         target = choice.target
@@ -154,9 +169,14 @@ def build_plan(opts: Options) -> Plan:
             filename=files.rel(path),
             recipe_rel=files.rel(files.recipe),
         )
-        if result.code != text:  # on a no-op rerun the "replaced"/"placed" notes would mislead
+        code = result.code
+        if kit_init is not None and base is not None and "def __init__" not in text:
+            plan.notes.append(f"{files.rel(path)}: the new __init__ mirrors {base.described}")
+            if base.import_from is not None:
+                code = insert_import(code, *base.import_from, root=files.root)
+        if code != text:  # on a no-op rerun the "replaced"/"placed" notes would mislead
             plan.notes.extend(result.notes)
-        plan.changes.append(FileChange(path, files.rel(path), text, result.code))
+        plan.changes.append(FileChange(path, files.rel(path), text, code))
 
     # 2. schema
     if files.schema is None:
@@ -165,7 +185,7 @@ def build_plan(opts: Options) -> Plan:
     res = edit_schema(
         schema_text,
         root_hint=first.config_class,
-        render_class=lambda name, base, cfg: r.compile_class(name, base, cfg, opts.backend, opts.mode),
+        render_class=lambda name, base, cfg: _compile_class(r, files, style, name, base, cfg, opts),
         render_field=r.compile_field,
         filename=files.rel(files.schema),
     )
@@ -197,20 +217,25 @@ def build_plan(opts: Options) -> Plan:
             plan.notes.append(note)
         plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
-    # 5. recipe-local skill tests
-    context = recipe_tests_context(files, opts, plan, first)
+    # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
+    root_class = _root_config_class(schema_text, first.config_class)
+    context = recipe_tests_context(files, opts, plan, first, style, root_class)
     rendered = planned_recipe_tests(context, override)
-    missing = locate.missing_testing_helpers(files.root, context.get("testing_module", ""), PARITY_HELPERS)
-    if missing:
-        rendered = {k: v for k, v in rendered.items() if not k.endswith("test_compile_parity.py")}
-        plan.notes.append(
-            f"parity test not generated: {context.get('testing_module')} lacks {', '.join(missing)} "
-            "(the template imports them); add them, then rerun"
-        )
-    for rel, text in rendered.items():
-        dest = files.recipe / rel
-        old = _read(dest) if dest.is_file() else None
-        plan.changes.append(FileChange(dest, files.rel(dest), old, text))
+    compile_path = requested_path(opts.path)
+    for tests in (
+        plan_skill_tests(files.recipe, rendered, compile_path=compile_path, force=opts.force, root=files.root, rel_of=files.rel),
+        recipe_test_files(files.recipe, files.root, root_class, files.rel),
+    ):
+        plan.notes.extend(tests.notes)
+        plan.changes.extend(FileChange(dest, files.rel(dest), old, new) for dest, (old, new) in tests.files.items())
+
+    # 6. the repository's formatter over the Python files this plan changes
+    fmt = Formatter.for_repo(files.root, style)
+    py = [(c.path, c.rel, c.old, c.new) for c in plan.changed if c.path.suffix == ".py"]
+    formatted, notes = format_changes(fmt, py)
+    plan.notes.extend(notes)
+    for c in plan.changes:
+        c.new = formatted.get(c.path, c.new)
 
     if commands["launch"]:
         plan.notes.append(f"run with compile on: {commands['launch']}")
@@ -223,24 +248,59 @@ def build_plan(opts: Options) -> Plan:
     return plan
 
 
-def recipe_ledgers(recipe: Path) -> tuple[dict[str, dict[str, Ledger]], list[KitFacts]]:
-    """The static analysis' ledgers of the recipe ({engine file relative to the recipe: {class: ledger}})
-    and the repository's kit facts.
+def _compile_class(
+    r: Renderer, files: locate.RecipeFiles, style: RepoStyle, name: str, base: str, cfg: str | None, opts: Options
+) -> str:
+    """The compile config class, with the docstring sibling recipes give theirs, in the repo's style."""
+    return r.render(
+        "config/compile_config.py.j2",
+        class_name=name,
+        base_class=base,
+        config_dict=cfg,
+        backends=list(BACKENDS),
+        modes=list(MODES),
+        backend=opts.backend,
+        mode=opts.mode,
+        docstring=conventions.compile_class_docstring(files.root, files.recipe, name),
+        line_length=style.line_length,
+        quote=style.quote,
+    )
+
+
+def _root_config_class(schema_text: str, hint: str | None) -> str | None:
+    try:
+        return model_classes(cst.parse_module(schema_text), hint)[0]
+    except (InputError, cst.ParserSyntaxError):
+        return hint
+
+
+def recipe_report(recipe: Path) -> tuple[RecipeReport | None, list[KitFacts]]:
+    """The static review of the recipe (its ledgers, compile path, findings) and the repository's kit facts."""
+    report = analyze_path(recipe)
+    return (report.recipes[0] if report.recipes else None), report.kit
+
+
+def recipe_ledgers(rec: RecipeReport | None) -> dict[str, dict[str, Ledger]]:
+    """The static analysis' ledgers of the recipe: {engine file relative to the recipe: {class: ledger}}.
 
     The ledger is the one model of prepare_model() (branches, aliases, helpers,
     early returns): the engine edit takes what to remove and where to insert from it.
     """
-    report = analyze_path(recipe)
     out: dict[str, dict[str, Ledger]] = {}
-    for rec in report.recipes[:1]:
-        for ledger in rec.ledger:
-            out.setdefault(ledger.file, {})[ledger.engine_class] = ledger
-    return out, report.kit
+    for ledger in rec.ledger if rec is not None else []:
+        out.setdefault(ledger.file, {})[ledger.engine_class] = ledger
+    return out
 
 
-def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, fx: engine_edit.EngineFacts) -> dict:
+def _dotted(files: locate.RecipeFiles, path: Path) -> str:
+    return ".".join(Path(files.rel(path)).with_suffix("").parts)
+
+
+def recipe_tests_context(
+    files: locate.RecipeFiles, opts: Options, plan: Plan, fx: engine_edit.EngineFacts, style: RepoStyle, root_class: str | None
+) -> dict:
     """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
-    compile_path = "kit" if opts.path == "kit" else fallback_path(opts.path)
+    compile_path = requested_path(opts.path)
     model_var = fx.model_var
     rel = plan.target[len(model_var) + 1 :] if plan.target.startswith(model_var + ".") else ""
     patterns = {
@@ -250,10 +310,17 @@ def recipe_tests_context(files: locate.RecipeFiles, opts: Options, plan: Plan, f
         "submodule": [rel],
         "regional": [f"{rel}.*" if rel else "*"],
     }[opts.path]
-    overrides = {"target": plan.target, "target_patterns": patterns}
-    testing = locate.find_testing_module(files.root)
-    if testing:
-        overrides["testing_module"] = testing
+    overrides = {
+        "target": plan.target,
+        "target_patterns": patterns,
+        "recipe_package": ".".join(Path(files.rel(files.recipe)).parts),
+        "engine_module": _dotted(files, files.engines[0]),
+        "engine_class": fx.class_name,
+        "line_length": style.line_length,
+        "quote": style.quote,
+    }
+    if root_class:
+        overrides["config_class"] = root_class
     stems = [p.stem for p in files.stages]
     if stems:
         overrides["config_name"] = "train" if "train" in stems else stems[0]

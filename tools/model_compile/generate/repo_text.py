@@ -1,6 +1,6 @@
 """Generated text that fits the target repository.
 
-Reads (statically) the repo's line length, its launch command and its recipe
+Reads (statically) the repo's line length (generate/repo_style.py), its launch command and its recipe
 tests' pytest options (parse/conventions.py), and turns them into what the
 templates print: a `--reason` wrapped over comment lines within the line
 length, the command that launches a run with compile on in the launcher's own
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_compile.generate.locate import RecipeFiles
+from model_compile.generate.repo_style import read_style
 from model_compile.parse.conventions import (
     Launch,
     conftest_options,
     find_launch,
     launcher_takes_dotlist,
-    line_length,
 )
 
 COMPILE_ON = "model.compile.enabled=true"
@@ -47,11 +47,7 @@ class RepoText:
 def read_repo_text(files: RecipeFiles) -> RepoText:
     """Line length, launch command and test options of the recipe's repository."""
     root = files.root
-    length = line_length(
-        _read(root / "pyproject.toml"),
-        _read(root / ".pre-commit-config.yaml"),
-        _read(root / "setup.cfg") or _read(root / "tox.ini") or _read(root / ".flake8"),
-    )
+    length = read_style(root).line_length  # the formatter settings generate renders to
     readmes = [(files.rel(p), t) for p in (files.readme, root / "README.md") if (t := _read(p)) is not None]
     launch = find_launch(readmes, files.recipe.name)
     if launch is not None and launch.style == "dotlist" and not _launch_shows_overrides(readmes):

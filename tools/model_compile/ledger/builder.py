@@ -16,8 +16,6 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from model_compile.ledger.classify import classify_call, is_graph_break_decorator
-from model_compile.ledger.models import Branch, Event, Ledger
 from model_compile.ledger.aliases import (
     Ctx,
     Frame,
@@ -32,6 +30,8 @@ from model_compile.ledger.aliases import (
     root_name,
     target_names,
 )
+from model_compile.ledger.classify import classify_call, is_graph_break_decorator
+from model_compile.ledger.models import Branch, Event, Ledger
 from model_compile.parse.python import PyModule, dotted
 
 MAX_DEPTH = 4

@@ -17,37 +17,10 @@ import ast
 import re
 from dataclasses import dataclass
 
-from model_compile.settings import tomllib  # tomllib, or tomli on Python 3.10
-
-DEFAULT_LINE_LENGTH = 88  # ruff's and black's default
-_LINE_ARG = re.compile(r"--(?:max-)?line-length[= ](\d+)")
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
 # A dotted `key=value` argument (Hydra / OmegaConf dotlist), not a `--flag=value`.
 _DOTLIST = re.compile(r"^\+{0,2}[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+=\S*$")
 _LAUNCH_WORDS = re.compile(r"\b(torchrun|accelerate launch|deepspeed|python3?\s+(-m\s+)?\S*(launch|train)\S*)")
-
-
-def line_length(pyproject: str | None, precommit: str | None = None, setup_cfg: str | None = None) -> int:
-    """The repo's line length: ruff, then black, then pre-commit hook args, then flake8; else 88."""
-    if pyproject:
-        try:
-            data = tomllib.loads(pyproject)
-        except (tomllib.TOMLDecodeError, ValueError):
-            data = {}
-        tool = data.get("tool", {}) if isinstance(data, dict) else {}
-        for section in (tool.get("ruff", {}), tool.get("black", {})):
-            value = section.get("line-length") if isinstance(section, dict) else None
-            if isinstance(value, int) and value > 0:
-                return value
-    if precommit:
-        m = _LINE_ARG.search(precommit)
-        if m:
-            return int(m.group(1))
-    if setup_cfg:
-        m = re.search(r"^\s*max[-_]line[-_]length\s*=\s*(\d+)", setup_cfg, re.M)
-        if m:
-            return int(m.group(1))
-    return DEFAULT_LINE_LENGTH
 
 
 def shell_commands(markdown: str) -> list[str]:

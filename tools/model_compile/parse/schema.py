@@ -30,7 +30,7 @@ def _aliases(mod: PyModule) -> dict[str, ast.expr]:
         elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
             if dotted(n.annotation) in ("TypeAlias", "typing.TypeAlias"):
                 out[n.target.id] = n.value
-        elif getattr(ast, "TypeAlias", None) and isinstance(n, getattr(ast, "TypeAlias")):
+        elif getattr(ast, "TypeAlias", None) and isinstance(n, ast.TypeAlias):
             out[n.name.id] = n.value
     return out
 
