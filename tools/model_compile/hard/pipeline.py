@@ -39,15 +39,34 @@ class Context:
     label: str
     cpu_only: bool
     html: bool = False  # --trace: also render tlparse's HTML where tlparse is installed
+    probe_dir: Path | None = None  # on the child's PYTHONPATH; printed in commands when the tests import it
+
+    def prefix(self) -> list[str]:
+        """`PYTHONPATH=<probe>` when the recipe's tests import model_compile and the probe stands in for it."""
+        if self.probe_dir is None or not uses_model_compile(self.recipe_root):
+            return []
+        return [f"PYTHONPATH={self.probe_dir}"]
 
     def where(self) -> str:
         """The label and the interpreter, e.g. 'cpu-only, /repo/.venv/bin/python'."""
         return f"{self.label}, {self.interp.path}"
 
 
-def pytest_command(interp: Interpreter, rel_test: str, options: list[str]) -> str:
+def pytest_command(interp: Interpreter, rel_test: str, options: list[str], prefix: list[str] | None = None) -> str:
     """The pasteable pytest call: absolute interpreter path, the test file, the options."""
-    return shlex.join([interp.path, "-m", "pytest", rel_test, "-q", *options])
+    return shlex.join([*(prefix or []), interp.path, "-m", "pytest", rel_test, "-q", *options])
+
+
+def uses_model_compile(recipe_root: Path) -> bool:
+    """Whether the recipe's tests (e.g. generated skill asserts) import model_compile."""
+    for path in (recipe_root / "tests").rglob("*.py"):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "import model_compile" in text or "from model_compile" in text:
+            return True
+    return False
 
 
 def in_repo(repo_root: Path, command: str) -> str:
@@ -65,7 +84,7 @@ def _base(spec: LayerSpec, ctx: Context, status: str) -> LayerResult:
         name=spec.name,
         status=status,  # type: ignore[arg-type]
         label=ctx.label,
-        command=pytest_command(ctx.interp, rel_test, spec.options),
+        command=pytest_command(ctx.interp, rel_test, spec.options, ctx.prefix()),
         cwd=str(ctx.repo_root),
         where=ctx.where(),
         options_note=list(spec.notes),
@@ -102,7 +121,7 @@ def accelerator_command(spec: LayerSpec, ctx: Context) -> str:
     """The smoke command for a machine with GPUs/NPUs (opt-in switch, world size, compile on)."""
     rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
     options = spec.accelerator_options if spec.accelerator_options is not None else spec.options
-    return in_repo(ctx.repo_root, pytest_command(ctx.interp, rel_test, options))
+    return in_repo(ctx.repo_root, pytest_command(ctx.interp, rel_test, options, ctx.prefix()))
 
 
 def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:

@@ -81,7 +81,11 @@ def to_text(report: HardReport) -> str:
     ]
     out.extend(f"preflight: {p}" for p in report.preflight)
     if report.probe:
-        out.append(f"probe: {report.probe} first on the tests' PYTHONPATH (model_compile.runtime, nothing installed)")
+        out.append(
+            f"probe: {report.probe} first on the tests' PYTHONPATH (model_compile.runtime for the recipe's asserts; "
+            "nothing installed in the repository). Commands whose tests import it carry PYTHONPATH=<probe>: "
+            "elsewhere, copy that folder or install model-compile"
+        )
     if env.cpu_only:
         out.append(DISCLAIMER_CPU)
     out.extend(_wiring_lines(report))

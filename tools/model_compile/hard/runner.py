@@ -197,7 +197,9 @@ def validate_hard(
     specs = layers.plan(
         recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count
     )
-    ctx = pipeline.Context(recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace)
+    ctx = pipeline.Context(
+        recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
+    )
     pipeline.run_layers(report, specs, ctx, check)
     _verdict(report)
     return report
