@@ -103,13 +103,7 @@ def _read_conftest(path: Path, out: Conventions, root: Path) -> None:
             continue
         out.files.append(rel)
         for call in ast.walk(func):
-            if not (
-                isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Attribute)
-                and call.func.attr in ("addoption", "addini")
-            ):
-                continue
-            if call.func.attr == "addini":
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "addoption"):
                 continue
             names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             if len(names) != len(call.args) or not names:
