@@ -63,6 +63,8 @@ def test_unregistered_config_name_is_not_passed_and_the_note_says_how(tmp_path):
     assert note.startswith("--config-name stage2 not passed: the recipe's conftest.py does not register it")
     assert "tests/test_smoke.py loads configs/train.yaml (CONFIG_NAME)" in note
     assert "CONFIG_NAME = 'stage2'" in note and "--config-override K=V" in note
+    (same,) = plan(recipe, "train", None, [], "kit", conv)[1].notes
+    assert same.endswith("tests/test_smoke.py already loads configs/train.yaml (CONFIG_NAME)")
 
 
 def test_options_from_a_parent_conftest_and_registered_config_name(tmp_path):

@@ -41,3 +41,11 @@ def test_needed_unless_the_child_sees_this_very_runtime():
     assert probe.needed(None)
     assert probe.needed("/elsewhere/site-packages/model_compile/runtime/__init__.py")
     assert not probe.needed(str(probe.runtime_dir() / "__init__.py"))
+
+
+def test_used_only_when_the_recipe_tests_import_model_compile(tmp_path):
+    (tmp_path / "tests" / "skills" / "x").mkdir(parents=True)
+    (tmp_path / "tests" / "test_smoke.py").write_text("import torch\n")
+    assert not probe.used_by(tmp_path)
+    (tmp_path / "tests" / "skills" / "x" / "asserts.py").write_text("def f():\n    from model_compile.runtime import dynamo_adapter\n")
+    assert probe.used_by(tmp_path)

@@ -128,6 +128,11 @@ def _int(value: object) -> int | None:
 
 def _no_config_name(recipe_root: Path, config_name: str, conv: Conventions) -> str:
     """How to run stage `config_name` when the recipe's tests take no --config-name."""
+    if config_name == conv.smoke_config_name:
+        return (
+            f"{CONFIG_NAME} {config_name} not passed (the recipe's conftest.py does not register it): "
+            f"tests/test_smoke.py already loads configs/{config_name}.yaml (CONFIG_NAME)"
+        )
     loads = f"tests/test_smoke.py loads configs/{conv.smoke_config_name}.yaml (CONFIG_NAME)" if conv.smoke_config_name else (
         "the tests choose their config themselves"
     )

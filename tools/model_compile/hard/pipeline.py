@@ -39,11 +39,11 @@ class Context:
     label: str
     cpu_only: bool
     html: bool = False  # --trace: also render tlparse's HTML where tlparse is installed
-    probe_dir: Path | None = None  # on the child's PYTHONPATH; printed in commands when the tests import it
+    probe_dir: Path | None = None  # on the child's PYTHONPATH (the tests import model_compile); printed in commands
 
     def prefix(self) -> list[str]:
-        """`PYTHONPATH=<probe>` when the recipe's tests import model_compile and the probe stands in for it."""
-        if self.probe_dir is None or not uses_model_compile(self.recipe_root):
+        """`PYTHONPATH=<probe>` when the probe stands in for model_compile in the recipe's tests."""
+        if self.probe_dir is None:
             return []
         return [f"PYTHONPATH={self.probe_dir}"]
 
@@ -55,18 +55,6 @@ class Context:
 def pytest_command(interp: Interpreter, rel_test: str, options: list[str], prefix: list[str] | None = None) -> str:
     """The pasteable pytest call: absolute interpreter path, the test file, the options."""
     return shlex.join([*(prefix or []), interp.path, "-m", "pytest", rel_test, "-q", *options])
-
-
-def uses_model_compile(recipe_root: Path) -> bool:
-    """Whether the recipe's tests (e.g. generated skill asserts) import model_compile."""
-    for path in (recipe_root / "tests").rglob("*.py"):
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if "import model_compile" in text or "from model_compile" in text:
-            return True
-    return False
 
 
 def in_repo(repo_root: Path, command: str) -> str:

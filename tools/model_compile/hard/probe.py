@@ -49,6 +49,18 @@ def build(out_dir: Path) -> Path:
     return root
 
 
+def used_by(recipe_root: Path) -> bool:
+    """Whether the recipe's tests (e.g. generated skill asserts) import model_compile."""
+    for path in (recipe_root / "tests").rglob("*.py"):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "import model_compile" in text or "from model_compile" in text:
+            return True
+    return False
+
+
 def needed(tool_runtime_seen_by_child: str | None) -> bool:
     """Whether the child must get the probe: it cannot import model_compile.runtime, or imports another copy."""
     if not tool_runtime_seen_by_child:

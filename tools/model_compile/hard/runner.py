@@ -175,7 +175,7 @@ def validate_hard(
     check = preflight.run(interp, recipe_root, repo_root, env)
     environment = check.environment
     probe_dir = None
-    if check.ok and probe.needed(check.model_compile_file):
+    if check.ok and probe.needed(check.model_compile_file) and probe.used_by(recipe_root):
         probe_dir = probe.build(out_dir)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(probe_dir), env.get("PYTHONPATH", "")) if p)
     label = environment.label
