@@ -72,6 +72,10 @@ def test_end_to_end_vlm_kit_json(tmp_path, capsys):
     assert timing["steps"] == 4 and timing["first_step_s"] > timing["steady_state_s"] > 0
     assert rt["violations"] == []
     assert (tmp_path / "runtime" / "runtime-rank0.json").is_file()
+    # the same run seen through TORCH_TRACE, per rank
+    (rank,) = data["traces"]["smoke"]["ranks"]
+    assert rank["rank"] == "rank 0" and rank["compiles"] > 0 and rank["compile_time_s"] > 0
+    assert rank["graph_breaks"] and rank["recompile_limit_hits"] == []
     # the report: path, target, placement, and what the run did not establish
     wiring = data["wiring"]
     assert wiring["compile_path"] == "kit" and wiring["compiled_target"] == ["model"]
@@ -93,7 +97,12 @@ def test_recompile_limit_trap_fails_the_smoke_layer(tmp_path):
     assert "recompile_limit (2) hit" in smoke.reason
     assert report.runtime["recompile_limit"]["hit"] is True
     assert report.runtime["recompiles"]["count"] >= 2
-    assert "impact:test_compile_parity.py" not in by_name  # stopped at the first failure
+    impact = by_name["impact:test_compile_parity.py"]  # still listed, with its command
+    assert impact.status == "not-run" and impact.reason == "stopped after smoke failed" and impact.command
+    # TORCH_TRACE shows the same trap, with the guard that failed last
+    (rank,) = report.traces["smoke"].ranks
+    assert rank.recompile_limit_hits and "recompile limit" in rank.recompile_limit_hits[0].lower()
+    assert "last failed guard" in rank.recompile_limit_hits[0]
     assert report.exit_code == 1 and "recompile_limit" in report.summary
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -28,8 +30,8 @@ def test_all_layers_pass_in_order_and_record_commands(tmp_path):
     assert all(s in ("passed", "unavailable") for _, s in statuses(report)), statuses(report)
     assert report.verdict == "passed" and report.exit_code == 0
     smoke = report.layers[2]
-    assert smoke.command == (
-        "python -m pytest recipes/ok/tests/test_smoke.py -q --world-size 2 "
+    assert smoke.command == shlex.quote(sys.executable) + (
+        " -m pytest recipes/ok/tests/test_smoke.py -q --world-size 2 "
         "--config-override model.compile.enabled=true --config-override train.lr=0.5"
     )
     assert smoke.cwd == str(REPO.resolve())
@@ -44,11 +46,14 @@ def test_all_layers_pass_in_order_and_record_commands(tmp_path):
     assert all(layer.label in ("static", "cpu-only") for layer in report.layers)
 
 
-def test_stops_at_first_failure(tmp_path):
+def test_stops_at_first_failure_and_still_lists_later_layers(tmp_path):
     report = validate_hard(RECIPES / "structfail", out=tmp_path)
-    assert statuses(report)[-1] == ("structure", "failed")
-    assert "smoke" not in [n for n, _ in statuses(report)]
-    assert "config has no model.compile section" in report.layers[-1].reason
+    assert statuses(report) == [("soft", "passed"), ("structure", "failed"), ("smoke", "not-run"), ("impact", "missing")]
+    assert "config has no model.compile section" in report.layers[1].reason
+    smoke = report.layers[2]
+    assert smoke.reason == "stopped after structure failed"
+    assert smoke.command.startswith(shlex.quote(sys.executable) + " -m pytest recipes/structfail/tests/test_smoke.py")
+    assert smoke.next_step == f"cd {REPO.resolve()} && {smoke.command}"
     assert report.verdict == "failed" and report.exit_code == 1
 
 
@@ -57,7 +62,8 @@ def test_soft_errors_stop_before_any_test(tmp_path):
     soft = report.layers[0]
     if soft.status == "unavailable":
         pytest.skip("static analysis not merged yet")
-    assert statuses(report) == [("soft", "failed")]
+    assert statuses(report) == [("soft", "failed"), ("structure", "not-run"), ("smoke", "missing"), ("impact", "missing")]
+    assert report.layers[1].reason == "stopped after soft failed" and report.layers[1].command
     assert soft.findings and all(f["severity"] == "error" for f in soft.findings)
     assert report.exit_code == 1
 
@@ -68,8 +74,9 @@ def test_timeout_kills_the_process_group(tmp_path, monkeypatch):
     start = time.monotonic()
     report = validate_hard(RECIPES / "sleepy", timeout_s=8, out=tmp_path / "out")
     assert time.monotonic() - start < 60
-    smoke = report.layers[-1]
+    smoke = report.layers[2]
     assert (smoke.name, smoke.status) == ("smoke", "timeout")
+    assert report.layers[3].status in ("missing", "not-run")
     assert "killed" in smoke.reason and report.exit_code == 1
     child = int(pid_file.read_text())
     for _ in range(50):  # the grandchild must be gone (killed and reaped by init)
@@ -87,7 +94,7 @@ def test_smoke_that_refuses_cpu_is_not_run_with_command(tmp_path):
     smoke = next(layer for layer in report.layers if layer.name == "smoke")
     assert smoke.status == "not-run"
     assert "needs an accelerator" in smoke.reason and "require GPUs/NPUs" in smoke.reason
-    assert "python -m pytest recipes/needs_gpu/tests/test_smoke.py" in smoke.next_step
+    assert f"{shlex.quote(sys.executable)} -m pytest recipes/needs_gpu/tests/test_smoke.py" in smoke.next_step
     assert "--config-override model.compile.enabled=true" in smoke.next_step
     assert report.layers[-1].status == "passed"  # the impact layer still ran
     assert report.verdict == "incomplete" and report.exit_code == 0
@@ -95,7 +102,7 @@ def test_smoke_that_refuses_cpu_is_not_run_with_command(tmp_path):
 
 def test_missing_smoke_says_what_to_add(tmp_path):
     report = validate_hard(RECIPES / "nosmoke", out=tmp_path)
-    smoke = report.layers[-1]
+    smoke = report.layers[2]
     assert (smoke.name, smoke.status) == ("smoke", "missing")
     # the smoke test is the repository's own, not something generate writes
     assert "tests/test_smoke.py" in smoke.next_step and "generate" not in smoke.next_step

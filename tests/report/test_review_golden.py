@@ -26,6 +26,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "report"
 def _normalise(text: str, root: Path) -> str:
     text = text.replace(str(root.resolve()), "<REPO>").replace(str(root), "<REPO>")
     text = re.sub(r"\| static \| [0-9.]+ s \|", "| static | <t> s |", text)
+    text = re.sub(r"(?<![\w<])/\S*/bin/python[0-9.]*", "<PYTHON>", text)  # the interpreter this machine resolves
     return re.sub(r"model-compile \d+\.\d+\.\d+\S*", "model-compile <version>", text)
 
 

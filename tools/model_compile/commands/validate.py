@@ -25,7 +25,15 @@ def add_parser(sub, name: str, help_text: str) -> None:
         "--config-override", action="append", default=[], metavar="K=V", help="extra smoke override (repeatable)"
     )
     hard.add_argument("--timeout", type=float, default=1800.0, help="seconds per layer (default 1800)")
-    hard.add_argument("--trace", action="store_true", help="record TORCH_TRACE and summarise it with tlparse")
+    hard.add_argument(
+        "--python",
+        metavar="PATH",
+        help="interpreter for the recipe's tests (default: the repo's .venv/ or venv/, else an active env, else this one)",
+    )
+    hard.add_argument(
+        "--require-complete", action="store_true", help="exit 1 when the verdict is 'incomplete' (default: 0)"
+    )
+    hard.add_argument("--trace", action="store_true", help="also render tlparse's HTML report of the TORCH_TRACE")
     hard.add_argument("--out", metavar="DIR", help="where hard validation keeps logs, JUnit XML and runtime JSON")
     p.set_defaults(command=name)
 
@@ -59,6 +67,8 @@ def run_hard(args) -> int:
         timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
         trace=bool(getattr(args, "trace", False)),
         out=Path(args.out) if getattr(args, "out", None) else None,
+        python=getattr(args, "python", None),
+        require_complete=bool(getattr(args, "require_complete", False)),
     )
     text = render.emit(report, fmt)
     sys.stdout.write(text)

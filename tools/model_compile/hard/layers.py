@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_compile.hard.conventions import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
+
 # Output of a smoke helper that refuses to run without an accelerator.
 ACCELERATOR_REFUSAL = re.compile(
     r"require[sd]? (?:a )?(?:GPUs?|NPUs?|GPUs/NPUs|accelerators?)|CUDA is not available|no (?:GPU|CUDA|accelerator)[^\n]*(?:found|available)",
@@ -23,6 +25,10 @@ class LayerSpec:
     options: list[str] = field(default_factory=list)
     required: bool = True
     generate_hint: str = ""
+    notes: list[str] = field(default_factory=list)  # options not passed, and how to get their effect
+    accelerator_options: list[str] | None = None  # the options for a machine with GPUs/NPUs (smoke)
+    opt_in: bool = False  # the test runs only with a --run-xxx switch
+    blocked: str | None = None  # why this layer cannot run as asked (e.g. compile cannot be enabled)
 
 
 def generate_command(recipe_root: Path, compile_path: str | None) -> str:
@@ -39,38 +45,76 @@ def plan(
     world_size: int | None,
     overrides: list[str],
     compile_path: str | None = None,
+    conventions: Conventions | None = None,
+    device_count: int = 0,
 ) -> list[LayerSpec]:
-    """structure, smoke, then one impact layer per tests/skills/model-compile/test_*.py."""
-    common = ["--config-name", config_name] if config_name else []
-    smoke = list(common)
-    if world_size:
-        smoke += ["--world-size", str(world_size)]
-    for item in [COMPILE_ON, *overrides]:
-        smoke += ["--config-override", item]
-    recipe = recipe_root.name
-    repo = recipe_root.parents[1]
+    """structure, smoke, then one impact layer per tests/skills/model-compile/test_*.py.
+
+    Options follow the recipe's conftest.py (`conventions`): only registered options are passed,
+    opt-in switches such as `--run-smoke` are added, and `--world-size` defaults to the visible
+    devices (1 on CPU). Without `conventions` every option is passed as given (the old behaviour).
+    """
+    conv = conventions or Conventions(dynamic=["not read"])
+    notes: list[str] = []
+    common: list[str] = []
+    if config_name:
+        if conv.registers(CONFIG_NAME):
+            common = [CONFIG_NAME, config_name]
+        else:
+            notes.append(_no_config_name(recipe_root, config_name, conv))
+    smoke = [*conv.opt_in_flags("smoke"), *common]
+    accel = list(smoke)
+    if WORLD_SIZE in conv.options:  # registered: match the devices here (1 on CPU) unless given
+        smoke += [WORLD_SIZE, str(world_size or max(device_count, 1))]
+        there = world_size or _int(conv.default_of(WORLD_SIZE)) or max(device_count, 1)
+        accel += [WORLD_SIZE, str(there)]
+    elif world_size and not conv.known:
+        smoke += [WORLD_SIZE, str(world_size)]
+        accel += [WORLD_SIZE, str(world_size)]
+    elif world_size:
+        notes.append(f"{WORLD_SIZE} {world_size} not passed: no conftest.py of the recipe registers {WORLD_SIZE}")
+    blocked = None
+    if conv.registers(CONFIG_OVERRIDE):
+        for item in [COMPILE_ON, *overrides]:
+            smoke += [CONFIG_OVERRIDE, item]
+            accel += [CONFIG_OVERRIDE, item]
+    else:
+        stage = config_name or conv.smoke_config_name or "<stage>"
+        blocked = (
+            f"the recipe's conftest.py registers no {CONFIG_OVERRIDE}: compile cannot be switched on from the "
+            f"command line; set `{COMPILE_ON.replace('=', ': ')}` in configs/{stage}.yaml for this run"
+        )
     specs = [
         LayerSpec(
             "structure",
             Path("tests/test_structure.py"),
-            common,
+            list(common),
             generate_hint="the recipe's own structure test is missing: add tests/test_structure.py as the other recipes have it",
+            notes=list(notes),
         ),
         LayerSpec(
             "smoke",
             Path("tests/test_smoke.py"),
             smoke,
             generate_hint="the recipe's own smoke test is missing: add tests/test_smoke.py as the other recipes have it",
+            notes=list(notes),
+            accelerator_options=accel,
+            opt_in=bool(conv.opt_in_flags("smoke")),
+            blocked=blocked,
         ),
     ]
     impact = sorted((recipe_root / SKILL_DIR).glob("test_*.py"))
+    impact_opts = [*conv.opt_in_flags("impact"), *common]
     for path in impact:
-        specs.append(LayerSpec(f"impact:{path.name}", path.relative_to(recipe_root), common, required=False))
+        specs.append(
+            LayerSpec(f"impact:{path.name}", path.relative_to(recipe_root), list(impact_opts), required=False, notes=list(notes))
+        )
     if not impact:
         specs.append(
             LayerSpec(
                 "impact",
                 SKILL_DIR / "test_compile_parity.py",
+                list(impact_opts),
                 required=False,
                 generate_hint=generate_command(recipe_root, compile_path),
             )
@@ -78,11 +122,36 @@ def plan(
     return specs
 
 
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _no_config_name(recipe_root: Path, config_name: str, conv: Conventions) -> str:
+    """How to run stage `config_name` when the recipe's tests take no --config-name."""
+    if config_name == conv.smoke_config_name:
+        return (
+            f"{CONFIG_NAME} {config_name} not passed (the recipe's conftest.py does not register it): "
+            f"tests/test_smoke.py already loads configs/{config_name}.yaml (CONFIG_NAME)"
+        )
+    loads = f"tests/test_smoke.py loads configs/{conv.smoke_config_name}.yaml (CONFIG_NAME)" if conv.smoke_config_name else (
+        "the tests choose their config themselves"
+    )
+    how = f"set CONFIG_NAME = {config_name!r} in tests/test_smoke.py for that run"
+    if conv.registers(CONFIG_OVERRIDE):
+        how += f", or pass the values configs/{config_name}.yaml changes as {CONFIG_OVERRIDE} K=V"
+    return f"{CONFIG_NAME} {config_name} not passed: the recipe's conftest.py does not register it; {loads}. To run {config_name}: {how}"
+
+
 def refused_for_accelerator(output: str, skip_reasons: list[str], messages: list[str]) -> str | None:
-    """The refusal line when a smoke run would not run on this machine, else None."""
+    """The refusal line when a smoke run would not run on this machine, else None.
+
+    Prefers the exception line (`RuntimeError: ... require GPUs/NPUs.`) over pytest's echo of the source.
+    """
     for text in [*messages, *skip_reasons, output]:
-        match = ACCELERATOR_REFUSAL.search(text or "")
-        if match:
-            line = next((ln for ln in (text or "").splitlines() if match.group(0) in ln), match.group(0))
-            return line.strip()[:300]
+        lines = [re.sub(r"^E\s+", "", ln).strip() for ln in (text or "").splitlines()]
+        hits = [ln for ln in lines if ACCELERATOR_REFUSAL.search(ln)]
+        if hits:
+            best = next((ln for ln in hits if re.match(r"^[\w.]+(?:Error|Exception|Skipped): ", ln)), None)
+            best = best or next((ln for ln in hits if not ln.startswith("raise ")), hits[0])
+            return best[:300]
     return None

@@ -13,7 +13,9 @@ Verdict = Literal["passed", "failed", "incomplete"]
 
 class Environment(BaseModel):
     python: str
-    executable: str
+    executable: str = Field(description="absolute path of the interpreter the recipe tests run with")
+    interpreter_reason: str = Field(default="", description="why that interpreter was chosen")
+    pytest: str | None = None
     torch: str | None = None
     device_type: str = "unknown"
     device_count: int = 0
@@ -34,12 +36,40 @@ class TestCounts(BaseModel):
     skip_reasons: list[str] = Field(default_factory=list)
 
 
+class FrameCompile(BaseModel):
+    """One frame compile read from TORCH_TRACE (a `compilation_metrics` record)."""
+
+    compile_id: str
+    function: str
+    time_s: float | None = None
+    backend_time_s: float | None = None
+    recompile_reason: str | None = None
+    fail: str | None = None
+
+
+class RankTrace(BaseModel):
+    """Compile facts of one process (rank) from its TORCH_TRACE log."""
+
+    rank: str
+    log: str
+    compiles: int = 0
+    compile_time_s: float = 0.0
+    graph_breaks: list[str] = Field(default_factory=list, description="'file:line: reason', one per break seen")
+    recompiles: list[str] = Field(default_factory=list, description="'<compile id>: <failed guard>'")
+    recompile_limit_hits: list[str] = Field(default_factory=list)
+    frames: list[FrameCompile] = Field(default_factory=list)
+
+
 class TraceSummary(BaseModel):
+    directory: str | None = None
     log: str | None = None
     index_html: str | None = None
     compiles: int | None = None
     graph_breaks: int | None = None
     recompile_reasons: list[str] = Field(default_factory=list)
+    recompile_limit_hits: int = 0
+    ranks: list[RankTrace] = Field(default_factory=list)
+    reader: str = Field(default="json-lines", description="'json-lines' (own reader of the trace); tlparse adds HTML")
     note: str | None = None
 
 
@@ -54,6 +84,8 @@ class LayerResult(BaseModel):
     counts: TestCounts | None = None
     reason: str | None = None
     next_step: str | None = Field(default=None, description="command to run to fix or complete this layer")
+    where: str | None = Field(default=None, description="where it ran (or would run): label and interpreter")
+    options_note: list[str] = Field(default_factory=list, description="options not passed, and how to get their effect")
     log: str | None = None
     output_tail: str = ""
     findings: list[dict[str, Any]] = Field(default_factory=list, description="soft layer: error findings")
@@ -150,6 +182,10 @@ class HardReport(BaseModel):
     runtime: dict[str, Any] | None = Field(default=None, description="rank-0 runtime JSON written by the smoke run")
     runtime_files: list[str] = Field(default_factory=list)
     trace: TraceSummary | None = None
+    traces: dict[str, TraceSummary] = Field(default_factory=dict, description="per pytest layer: TORCH_TRACE facts")
+    probe: str | None = Field(default=None, description="folder put first on the child's PYTHONPATH, if one was")
+    preflight: list[str] = Field(default_factory=list, description="what the interpreter lacks, with the fix")
+    require_complete: bool = Field(default=False, description="--require-complete: 'incomplete' exits 1")
     wiring: Wiring = Field(default_factory=Wiring)
     gaps: list[str] = Field(
         default_factory=list,
@@ -165,4 +201,7 @@ class HardReport(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.verdict == "failed" else 0
+        """0 passed; 1 failed; `incomplete` is 0 unless --require-complete asked for 1."""
+        if self.verdict == "failed" or (self.verdict == "incomplete" and self.require_complete):
+            return 1
+        return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from model_compile.hard.models import HardReport
+from model_compile.hard.models import Environment, HardReport
 
 DISCLAIMER_CPU = (
     "CPU-only machine: these are CPU-only runtime checks (tracing, graph breaks, recompiles, parity on CPU). "
@@ -41,7 +41,31 @@ def _runtime_lines(report: HardReport) -> list[str]:
     ]
 
 
-def _device(env) -> str:
+def _trace_lines(report: HardReport) -> list[str]:
+    """Per layer and rank: compiles, compile time, graph breaks, recompiles (failed guard), limit hits."""
+    out: list[str] = []
+    for name, tr in report.traces.items():
+        if not tr.ranks:
+            out.append(f"trace [{name}]: {tr.note or 'no compile recorded'}")
+            continue
+        out.append(f"trace [{name}] {tr.directory} ({tr.reader}" + (f", {tr.index_html}" if tr.index_html else "") + ")")
+        for r in tr.ranks:
+            out.append(
+                f"  {r.rank}: {r.compiles} frame compiles, {r.compile_time_s} s compiling; "
+                f"graph breaks {sum(int(b.split('x ', 1)[0]) for b in r.graph_breaks)}; recompiles {len(r.recompiles)}; "
+                f"recompile-limit hits {len(r.recompile_limit_hits)}"
+            )
+            out += [f"    break: {b}" for b in r.graph_breaks[:5]]
+            out += [f"    recompile: {x}" for x in r.recompiles[:5]]
+            out += [f"    LIMIT HIT: {x}" for x in r.recompile_limit_hits[:5]]
+            slow = sorted((f for f in r.frames if f.time_s), key=lambda f: -(f.time_s or 0))[:3]
+            out += [f"    compile {f.compile_id} {f.function}: {f.time_s} s" for f in slow]
+        if tr.note:
+            out.append(f"  ({tr.note})")
+    return out
+
+
+def _device(env: Environment) -> str:
     """'cuda x2 (NVIDIA H200)' or 'cpu (no accelerator)'."""
     if env.cpu_only or not env.device_count:
         return f"{env.device_type} (no accelerator)"
@@ -52,8 +76,16 @@ def to_text(report: HardReport) -> str:
     env = report.environment
     out = [
         f"model-compile validate --hard: {report.recipe} ({report.kind})",
-        f"environment: python {env.python}, torch {env.torch}, {_device(env)} [{env.label}]",
+        f"interpreter: {env.executable} - {env.interpreter_reason}",
+        f"environment: python {env.python}, pytest {env.pytest}, torch {env.torch}, {_device(env)} [{env.label}]",
     ]
+    out.extend(f"preflight: {p}" for p in report.preflight)
+    if report.probe:
+        out.append(
+            f"probe: {report.probe} first on the tests' PYTHONPATH (model_compile.runtime for the recipe's asserts; "
+            "nothing installed in the repository). Commands whose tests import it carry PYTHONPATH=<probe>: "
+            "elsewhere, copy that folder or install model-compile"
+        )
     if env.cpu_only:
         out.append(DISCLAIMER_CPU)
     out.extend(_wiring_lines(report))
@@ -63,19 +95,17 @@ def to_text(report: HardReport) -> str:
             c = layer.counts
             counts = f" tests {c.tests}: {c.passed} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped"
         out.append(f"[{layer.status:>11}] {layer.name} ({layer.label}, {layer.duration_s:.1f} s){counts}")
+        if layer.where and layer.label != "static":
+            out.append(f"    where: {layer.where}")
         if layer.command:
-            out.append(f"    $ (cd {layer.cwd} && {layer.command})" if layer.cwd else f"    $ {layer.command}")
+            out.append(f"    $ cd {layer.cwd} && {layer.command}" if layer.cwd else f"    $ {layer.command}")
+        out.extend(f"    option: {n}" for n in layer.options_note)
         if layer.reason:
             out.extend("    " + ln for ln in layer.reason.splitlines()[:12])
         if layer.next_step:
             out.append(f"    next: {layer.next_step}")
     out.extend(_runtime_lines(report))
-    if report.trace:
-        tr = report.trace
-        out.append(
-            f"trace: {tr.index_html or tr.log} compiles {tr.compiles} graph breaks {tr.graph_breaks} "
-            f"recompile reasons {len(tr.recompile_reasons)}" + (f" ({tr.note})" if tr.note else "")
-        )
+    out.extend(_trace_lines(report))
     if report.gaps:
         out.append("gaps:")
         out.extend(f"  - {g}" for g in report.gaps)
@@ -91,6 +121,9 @@ def to_markdown(report: HardReport) -> str:
         "",
         f"**{report.kind}** on python {env.python}, torch {env.torch}, {_device(env)} — label `{env.label}`",
         "",
+        f"Interpreter: `{env.executable}` ({env.interpreter_reason})",
+        "",
+        *[f"- preflight: {p}" for p in report.preflight],
     ]
     if env.cpu_only:
         out += [f"> {DISCLAIMER_CPU}", ""]
@@ -99,7 +132,7 @@ def to_markdown(report: HardReport) -> str:
     for layer in report.layers:
         c = layer.counts
         tests = f"{c.passed}/{c.tests} passed" if c else ""
-        cmd = f"`{layer.command}`" if layer.command else ""
+        cmd = f"`cd {layer.cwd} && {layer.command}`" if layer.command and layer.cwd else (f"`{layer.command}`" if layer.command else "")
         out.append(f"| {layer.name} | {layer.status} | {layer.label} | {tests} | {layer.duration_s:.1f} s | {cmd} |")
     out.append("")
     for layer in report.layers:
@@ -111,8 +144,8 @@ def to_markdown(report: HardReport) -> str:
                 out.append(f"Next: `{layer.next_step}`")
             out.append("")
     out += ["## Runtime", "", "```", *_runtime_lines(report), "```", ""]
-    if report.trace:
-        out += [f"Trace: `{report.trace.index_html or report.trace.log}` {report.trace.note or ''}", ""]
+    if report.traces:
+        out += ["## Trace", "", "```", *_trace_lines(report), "```", ""]
     if report.gaps:
         out += ["## Gaps", "", *[f"- {g}" for g in report.gaps], ""]
     out.append(f"**Verdict: {report.verdict}** — {report.summary}")

@@ -10,10 +10,8 @@ Each pytest layer runs in its own process group with a timeout and JUnit XML.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,15 +19,10 @@ from pathlib import Path
 import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import environment as env_mod
-from model_compile.hard import layers, proc
-from model_compile.hard.junit import parse_junit
-from model_compile.hard.models import HardReport, LayerResult, RuntimeRecord, Wiring
-from model_compile.hard.trace import summarise
+from model_compile.hard import conventions, interpreter, layers, pipeline, preflight, probe
+from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.runtime import RUNTIME_DIR_ENV
-
-PYTHON_ENV = "MODEL_COMPILE_PYTHON"  # interpreter for the recipe tests (default: this one)
 
 
 def resolve_recipe(path: Path, recipe: str | None) -> tuple[Path, Path]:
@@ -51,9 +44,8 @@ def resolve_recipe(path: Path, recipe: str | None) -> tuple[Path, Path]:
 
 
 def _child_env(out_dir: Path) -> dict[str, str]:
+    # Never the tool's own site-packages: the child may be another Python (see hard/probe.py).
     env = dict(os.environ)
-    tools_dir = str(Path(model_compile.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (tools_dir, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     env[RUNTIME_DIR_ENV] = str(out_dir / "runtime")
     return env
@@ -101,77 +93,6 @@ def run_soft(recipe_root: Path) -> tuple[LayerResult, Wiring]:
     return layer, _wiring(recipe)
 
 
-def run_pytest_layer(spec, recipe_root, repo_root, python, env, timeout_s, out_dir, label) -> LayerResult:
-    test_path = recipe_root / spec.test_file
-    rel_test = os.path.relpath(test_path, repo_root)
-    junit = out_dir / f"junit-{spec.name.replace(':', '-')}.xml"
-    cmd_public = ["python", "-m", "pytest", rel_test, "-q", *spec.options]
-    if not test_path.is_file():
-        return LayerResult(
-            name=spec.name,
-            status="missing",
-            label=label,
-            cwd=str(repo_root),
-            reason=f"{rel_test} does not exist",
-            next_step=spec.generate_hint or None,
-        )
-    cmd = [python, "-m", "pytest", rel_test, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *spec.options]
-    result = proc.run(cmd, repo_root, env, timeout_s, out_dir / f"{spec.name.replace(':', '-')}.log")
-    counts = parse_junit(junit)
-    layer = LayerResult(
-        name=spec.name,
-        status="passed",
-        label=label,
-        command=shlex.join(cmd_public),
-        cwd=str(repo_root),
-        exit_status=result.exit_status,
-        duration_s=round(result.duration_s, 2),
-        counts=counts,
-        log=str(out_dir / f"{spec.name.replace(':', '-')}.log"),
-        output_tail=proc.tail(result.output),
-    )
-    if result.timed_out:
-        layer.status = "timeout"
-        layer.reason = f"no result after {timeout_s:g} s: the process group was killed"
-        return layer
-    refusal = layers.refused_for_accelerator(
-        result.output if result.exit_status else "",
-        counts.skip_reasons if counts else [],
-        counts.messages if counts else [],
-    )
-    all_skipped = counts is not None and counts.tests > 0 and counts.skipped == counts.tests
-    if refusal and (result.exit_status != 0 or all_skipped):
-        layer.status = "not-run"
-        layer.reason = f"needs an accelerator: {refusal}"
-        layer.next_step = f"on a machine with GPUs/NPUs: cd {repo_root} && {layer.command}"
-        return layer
-    if result.exit_status == 5 or (counts is not None and counts.tests == 0 and result.exit_status == 0):
-        layer.status = "failed"
-        layer.reason = "no tests were collected"
-        return layer
-    if result.exit_status != 0:
-        layer.status = "failed"
-        layer.reason = "\n\n".join(counts.messages[:3]) if counts and counts.messages else proc.tail(result.output, 15)
-        return layer
-    if all_skipped:
-        layer.status = "skipped"
-        layer.reason = "every test was skipped: " + "; ".join(counts.skip_reasons[:3])
-    return layer
-
-
-def _read_runtime(directory: Path) -> tuple[dict | None, list[str]]:
-    files = sorted(directory.glob("runtime-rank*.json")) if directory.is_dir() else []
-    primary = None
-    for path in files:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if primary is None or RuntimeRecord.model_validate(data).rank == 0:
-            primary = data
-    return primary, [str(p) for p in files]
-
-
 def validate_hard(
     path: Path,
     recipe: str | None = None,
@@ -181,6 +102,8 @@ def validate_hard(
     timeout_s: float = 1800.0,
     trace: bool = False,
     out: Path | None = None,
+    python: str | None = None,
+    require_complete: bool = False,
 ) -> HardReport:
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
     if world_size is not None and world_size < 1:
@@ -190,11 +113,16 @@ def validate_hard(
     for item in overrides or []:
         if "=" not in item:
             raise InputError(f"--config-override {item!r} is not KEY=VALUE")
+    interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-hard-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    python = os.environ.get(PYTHON_ENV, sys.executable)
-    env = _child_env(out_dir)
-    environment = env_mod.detect(python, env)
+    env = interpreter.child_environ(interp, _child_env(out_dir))
+    check = preflight.run(interp, recipe_root, repo_root, env)
+    environment = check.environment
+    probe_dir = None
+    if check.ok and probe.needed(check.model_compile_file) and probe.used_by(recipe_root):
+        probe_dir = probe.build(out_dir)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(probe_dir), env.get("PYTHONPATH", "")) if p)
     label = environment.label
     kind = "cpu-only runtime checks" if environment.cpu_only else "runtime compile validation"
     report = HardReport(
@@ -204,29 +132,19 @@ def validate_hard(
         repo_root=str(repo_root),
         out_dir=str(out_dir),
         environment=environment,
+        probe=str(probe_dir) if probe_dir else None,
+        preflight=check.lines(),
+        require_complete=require_complete,
     )
     soft, report.wiring = run_soft(recipe_root)
     report.layers.append(soft)
-    if soft.status == "failed":
-        judge(report)
-        return report
-    runtime_dir = out_dir / "runtime"
-    for spec in layers.plan(recipe_root, config_name, world_size, list(overrides or []), soft.compile_path):
-        layer_env = dict(env)
-        if spec.name == "smoke" and trace:
-            layer_env["TORCH_TRACE"] = str(out_dir / "trace")
-        layer = run_pytest_layer(spec, recipe_root, repo_root, python, layer_env, timeout_s, out_dir, label)
-        report.layers.append(layer)
-        if spec.name == "smoke":
-            report.runtime, report.runtime_files = _read_runtime(runtime_dir)
-            if report.runtime is not None:
-                report.runtime["label"] = label
-            if trace:
-                report.trace = summarise(out_dir / "trace", out_dir / "tlparse")
-            violations = report.runtime_record.violations if report.runtime else []
-            if layer.status == "failed" and violations:
-                layer.reason = "runtime: " + "; ".join(violations) + "\n\n" + (layer.reason or "")
-        if layer.status in ("failed", "timeout") or (layer.status == "missing" and spec.required):
-            break
+    conv = conventions.read(recipe_root, repo_root)
+    specs = layers.plan(
+        recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count
+    )
+    ctx = pipeline.Context(
+        recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
+    )
+    pipeline.run_layers(report, specs, ctx, check)
     judge(report)
     return report

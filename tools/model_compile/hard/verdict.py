@@ -13,9 +13,9 @@ from model_compile.hard.models import HardReport, RecompileReason, RuntimeRecord
 
 def judge(report: HardReport) -> None:
     """Set `report.verdict`, `report.summary` and `report.gaps` from what the run recorded."""
-    failed = [l for l in report.layers if l.status in ("failed", "timeout")]
-    required_missing = [l for l in report.layers if l.status == "missing" and not l.name.startswith("impact")]
-    gaps = [l for l in report.layers if l.status in ("not-run", "unavailable", "skipped", "missing")]
+    failed = [layer for layer in report.layers if layer.status in ("failed", "timeout")]
+    required_missing = [layer for layer in report.layers if layer.status == "missing" and not layer.name.startswith("impact")]
+    gaps = [layer for layer in report.layers if layer.status in ("not-run", "unavailable", "skipped", "missing")]
     if failed:
         first = failed[0]
         report.verdict = "failed"
@@ -23,10 +23,10 @@ def judge(report: HardReport) -> None:
         report.summary = f"layer '{first.name}' {first.status}" + (f": {reason[0][:300]}" if reason else "")
     elif required_missing:
         report.verdict = "failed"
-        report.summary = "missing layer(s): " + ", ".join(l.name for l in required_missing)
+        report.summary = "missing layer(s): " + ", ".join(layer.name for layer in required_missing)
     elif gaps:
         report.verdict = "incomplete"
-        report.summary = "; ".join(f"{l.name}: {l.status}" + (f" ({l.next_step})" if l.next_step else "") for l in gaps)
+        report.summary = "; ".join(f"{layer.name}: {layer.status}" + (f" ({layer.next_step})" if layer.next_step else "") for layer in gaps)
     else:
         report.verdict = "passed"
         report.summary = "every layer passed"

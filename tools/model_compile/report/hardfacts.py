@@ -9,12 +9,16 @@ the report code; fields it lacks today are derived.
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model_compile.discover.recipes import repo_root_of
+from model_compile.hard import conventions, interpreter
 from model_compile.hard.layers import plan
+from model_compile.hard.pipeline import in_repo, pytest_command
 from model_compile.report.models import LayerRow
 
 LAYER_ORDER = ("soft", "structure", "smoke", "impact")
@@ -64,8 +68,6 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
         cwd = layer.get("cwd")
         if command and cwd and not command.startswith(("cd ", "on a machine", "model-compile")):
             command = f"cd {shlex.quote(cwd)} && {command}"
-        if status in ("skipped", "not-run"):
-            command = _with_opt_in(command, layer.get("name", ""), recipe_root)
         rows.append(
             LayerRow(
                 name=layer.get("name", "?"),
@@ -108,46 +110,23 @@ def _first_line(text: str | None) -> str | None:
     return lines[0][:300] if lines else None
 
 
-def smoke_opt_in(recipe_root: Path) -> list[str]:
-    """Options the recipe's pytest setup needs before a smoke test runs at all (e.g. `--run-smoke`), read statically."""
-    for conftest in (recipe_root / "tests" / "conftest.py", recipe_root / "conftest.py"):
-        try:
-            text = conftest.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        if "\"--run-smoke\"" in text or "'--run-smoke'" in text:
-            return ["--run-smoke"]
-    return []
+def planned_layers(recipe_root: Path, compile_path: str | None, python: str | None = None) -> list[LayerRow]:
+    """The runtime layers of a recipe, not run, each with the exact command that runs it.
 
-
-def _with_opt_in(command: str | None, name: str, recipe_root: Path | None) -> str | None:
-    """Add the smoke opt-in flag to a smoke command that lacks it."""
-    if not command or name != "smoke" or recipe_root is None or "pytest" not in command:
-        return command
-    extra = [o for o in smoke_opt_in(recipe_root) if o not in command]
-    if not extra:
-        return command
-    marker = "test_smoke.py"
-    at = command.find(marker)
-    if at < 0:
-        return command
-    end = at + len(marker)
-    return command[:end] + " " + " ".join(extra) + command[end:]
-
-
-def planned_layers(recipe_root: Path, compile_path: str | None) -> list[LayerRow]:
-    """The runtime layers of a recipe, not run, each with the exact command that runs it."""
+    The same plan `validate --hard` runs: the options the recipe's conftest.py registers
+    (opt-in switches such as `--run-smoke`, `--world-size`), in the interpreter it would choose.
+    """
     recipe_root = recipe_root.resolve()
-    repo_root = recipe_root.parents[1] if recipe_root.parent.name == "recipes" else recipe_root.parent
+    repo_root = repo_root_of(recipe_root) or recipe_root.parent
+    interp = interpreter.resolve(repo_root, python)
+    conv = conventions.read(recipe_root, repo_root)
     rows: list[LayerRow] = []
-    for spec in plan(recipe_root, None, None, [], compile_path):
+    for spec in plan(recipe_root, None, None, [], compile_path, conv):
         test = recipe_root / spec.test_file
-        rel = test.relative_to(repo_root).as_posix() if test.is_relative_to(repo_root) else str(test)
+        rel = os.path.relpath(test, repo_root)
         if test.is_file():
-            options = list(spec.options)
-            if spec.name == "smoke":
-                options = smoke_opt_in(recipe_root) + options
-            command = f"cd {shlex.quote(str(repo_root))} && " + shlex.join(["python", "-m", "pytest", rel, "-q", *options])
+            options = spec.accelerator_options if spec.accelerator_options is not None else spec.options
+            command = in_repo(repo_root, pytest_command(interp, rel, list(options)))
             rows.append(LayerRow(name=spec.name, status="not-run", where="-", command=command))
         else:
             rows.append(

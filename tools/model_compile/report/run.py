@@ -9,11 +9,7 @@ for every recipe in scope that compiles.
 
 from __future__ import annotations
 
-import inspect
-import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +20,6 @@ from model_compile.findings.models import Report
 from model_compile.report.build import build_change, build_tree
 from model_compile.report.models import ReviewReport
 from model_compile.review.models import DiffReport
-
-PYTHON_ENV = "MODEL_COMPILE_PYTHON"  # what today's hard runner reads for the recipe interpreter
 
 
 def project_root(path: Path) -> tuple[Path, str | None]:
@@ -100,37 +94,19 @@ def _branch_base(root: Path) -> tuple[str | None, list[str]]:
         repo.close()
 
 
-@contextmanager
-def _python(python: str | None) -> Iterator[None]:
-    old = os.environ.get(PYTHON_ENV)
-    if python:
-        os.environ[PYTHON_ENV] = python
-    try:
-        yield
-    finally:
-        if python:
-            if old is None:
-                os.environ.pop(PYTHON_ENV, None)
-            else:
-                os.environ[PYTHON_ENV] = old
-
-
 def run_hard(
     recipe_dirs: dict[str, Path], python: str | None, trace: bool, out: Path | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused)."""
     from model_compile.hard.runner import validate_hard
 
-    accepts = inspect.signature(validate_hard).parameters
     reports: dict[str, Any] = {}
     notes: dict[str, str] = {}
     for name, recipe_dir in recipe_dirs.items():
-        kwargs: dict[str, Any] = {"trace": trace, "out": (out / "hard" / name) if out else None}
-        if python and "python" in accepts:
-            kwargs["python"] = python
         try:
-            with _python(python if "python" not in accepts else None):
-                reports[name] = validate_hard(recipe_dir, **kwargs)
+            reports[name] = validate_hard(
+                recipe_dir, trace=trace, out=(out / "hard" / name) if out else None, python=python
+            )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
     return reports, notes

@@ -1,0 +1,221 @@
+"""The runtime layers after soft review: every layer listed, in order, each with its command.
+
+A layer runs only when the interpreter passed preflight and no earlier layer
+failed; otherwise it is `not-run` with the reason (the missing environment
+piece, or `stopped after <layer> failed`) and still carries the exact command
+a person can paste. Commands name the interpreter by its absolute path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_compile.hard import layers, proc
+from model_compile.hard.interpreter import Interpreter
+from model_compile.hard.junit import parse_junit
+from model_compile.hard.layers import LayerSpec
+from model_compile.hard.models import HardReport, LayerResult, RuntimeRecord
+from model_compile.hard.preflight import Preflight
+from model_compile.hard.trace import summarise
+
+TRACE_ENV = "TORCH_TRACE"
+TRACED_LAYERS = ("smoke", "impact")  # layers that compile: each gets its own TORCH_TRACE folder
+
+
+@dataclass
+class Context:
+    """What every layer of one run shares."""
+
+    recipe_root: Path
+    repo_root: Path
+    interp: Interpreter
+    env: dict[str, str]
+    out_dir: Path
+    timeout_s: float
+    label: str
+    cpu_only: bool
+    html: bool = False  # --trace: also render tlparse's HTML where tlparse is installed
+    probe_dir: Path | None = None  # on the child's PYTHONPATH (the tests import model_compile); printed in commands
+
+    def prefix(self) -> list[str]:
+        """`PYTHONPATH=<probe>` when the probe stands in for model_compile in the recipe's tests."""
+        if self.probe_dir is None:
+            return []
+        return [f"PYTHONPATH={self.probe_dir}"]
+
+    def where(self) -> str:
+        """The label and the interpreter, e.g. 'cpu-only, /repo/.venv/bin/python'."""
+        return f"{self.label}, {self.interp.path}"
+
+
+def pytest_command(interp: Interpreter, rel_test: str, options: list[str], prefix: list[str] | None = None) -> str:
+    """The pasteable pytest call: absolute interpreter path, the test file, the options."""
+    return shlex.join([*(prefix or []), interp.path, "-m", "pytest", rel_test, "-q", *options])
+
+
+def in_repo(repo_root: Path, command: str) -> str:
+    """`cd <repo> && <command>`."""
+    return f"cd {shlex.quote(str(repo_root))} && {command}"
+
+
+def _slug(name: str) -> str:
+    return name.replace(":", "-")
+
+
+def _base(spec: LayerSpec, ctx: Context, status: str) -> LayerResult:
+    rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
+    return LayerResult(
+        name=spec.name,
+        status=status,  # type: ignore[arg-type]
+        label=ctx.label,
+        command=pytest_command(ctx.interp, rel_test, spec.options, ctx.prefix()),
+        cwd=str(ctx.repo_root),
+        where=ctx.where(),
+        options_note=list(spec.notes),
+    )
+
+
+def _missing(spec: LayerSpec, ctx: Context) -> LayerResult | None:
+    rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
+    if (ctx.recipe_root / spec.test_file).is_file():
+        return None
+    return LayerResult(
+        name=spec.name,
+        status="missing",
+        label=ctx.label,
+        cwd=str(ctx.repo_root),
+        where=ctx.where(),
+        reason=f"{rel_test} does not exist",
+        next_step=spec.generate_hint or None,
+    )
+
+
+def not_run(spec: LayerSpec, ctx: Context, reason: str, next_step: str | None = None) -> LayerResult:
+    """A layer that was not run, with its command and why."""
+    missing = _missing(spec, ctx)
+    if missing is not None:
+        return missing
+    layer = _base(spec, ctx, "not-run")
+    layer.reason = reason
+    layer.next_step = next_step or in_repo(ctx.repo_root, layer.command or "")
+    return layer
+
+
+def accelerator_command(spec: LayerSpec, ctx: Context) -> str:
+    """The smoke command for a machine with GPUs/NPUs (opt-in switch, world size, compile on)."""
+    rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
+    options = spec.accelerator_options if spec.accelerator_options is not None else spec.options
+    return in_repo(ctx.repo_root, pytest_command(ctx.interp, rel_test, options, ctx.prefix()))
+
+
+def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:
+    """Run one layer's test file in the chosen interpreter and classify the outcome."""
+    missing = _missing(spec, ctx)
+    if missing is not None:
+        return missing
+    slug = _slug(spec.name)
+    rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
+    junit = ctx.out_dir / f"junit-{slug}.xml"
+    env = dict(ctx.env)
+    if spec.name.split(":")[0] in TRACED_LAYERS:
+        env[TRACE_ENV] = str(ctx.out_dir / "trace" / slug)
+    cmd = [ctx.interp.path, "-m", "pytest", rel_test, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *spec.options]
+    log = ctx.out_dir / f"{slug}.log"
+    result = proc.run(cmd, ctx.repo_root, env, ctx.timeout_s, log)
+    counts = parse_junit(junit)
+    layer = _base(spec, ctx, "passed")
+    layer.exit_status = result.exit_status
+    layer.duration_s = round(result.duration_s, 2)
+    layer.counts = counts
+    layer.log = str(log)
+    layer.output_tail = proc.tail(result.output)
+    if result.timed_out:
+        layer.status = "timeout"
+        layer.reason = f"no result after {ctx.timeout_s:g} s: the process group was killed"
+        return layer
+    refusal = layers.refused_for_accelerator(
+        result.output if result.exit_status else "",
+        counts.skip_reasons if counts else [],
+        counts.messages if counts else [],
+    )
+    all_skipped = counts is not None and counts.tests > 0 and counts.skipped == counts.tests
+    if refusal and (result.exit_status != 0 or all_skipped) and ctx.cpu_only:
+        layer.status = "not-run"
+        layer.reason = f"needs an accelerator: {refusal}"
+        layer.where = f"needs GPUs/NPUs (this machine: {ctx.label}), in {ctx.interp.path}"
+        layer.next_step = f"on a machine with GPUs/NPUs: {accelerator_command(spec, ctx)}"
+        return layer
+    if result.exit_status == 5 or (counts is not None and counts.tests == 0 and result.exit_status == 0):
+        layer.status = "failed"
+        layer.reason = "no tests were collected"
+        return layer
+    if result.exit_status != 0:
+        layer.status = "failed"
+        layer.reason = "\n\n".join(counts.messages[:3]) if counts and counts.messages else proc.tail(result.output, 15)
+        return layer
+    if all_skipped:
+        reasons = "; ".join(counts.skip_reasons[:3]) if counts else ""
+        if spec.opt_in and ctx.cpu_only:
+            layer.status = "not-run"
+            layer.reason = f"needs an accelerator: every test skipped on this CPU-only machine ({reasons})"
+            layer.next_step = f"on a machine with GPUs/NPUs: {accelerator_command(spec, ctx)}"
+        else:
+            layer.status = "skipped"
+            layer.reason = "every test was skipped: " + reasons
+            layer.next_step = in_repo(ctx.repo_root, layer.command or "")
+    return layer
+
+
+def read_runtime(directory: Path) -> tuple[dict | None, list[str]]:
+    """The rank-0 runtime record the probe hooks wrote, and every record's path."""
+    files = sorted(directory.glob("runtime-rank*.json")) if directory.is_dir() else []
+    primary = None
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if primary is None or RuntimeRecord.model_validate(data).rank == 0:
+            primary = data
+    return primary, [str(p) for p in files]
+
+
+def run_layers(report: HardReport, specs: list[LayerSpec], ctx: Context, preflight: Preflight) -> None:
+    """Append one LayerResult per spec to `report`, running those that can run."""
+    stopped = next((layer.name for layer in report.layers if layer.status in ("failed", "timeout")), None)
+    for spec in specs:
+        if stopped:
+            layer = not_run(spec, ctx, f"stopped after {stopped} failed")
+        elif not preflight.ok:
+            layer = not_run(spec, ctx, f"{preflight.reason(ctx.interp)}; fix: {preflight.fixes()}")
+        elif spec.blocked:
+            layer = not_run(spec, ctx, spec.blocked)
+        else:
+            layer = run_pytest_layer(spec, ctx)
+            if layer.status not in ("missing", "not-run"):
+                _collect(report, spec, layer, ctx)
+        report.layers.append(layer)
+        if layer.status in ("failed", "timeout") or (layer.status == "missing" and spec.required):
+            stopped = stopped or layer.name
+
+
+def _collect(report: HardReport, spec: LayerSpec, layer: LayerResult, ctx: Context) -> None:
+    """Compile facts after a layer ran: its TORCH_TRACE, and the probe's runtime JSON after the smoke."""
+    slug = _slug(spec.name)
+    if spec.name.split(":")[0] in TRACED_LAYERS:
+        summary = summarise(ctx.out_dir / "trace" / slug, ctx.out_dir / "tlparse" / slug, html=ctx.html)
+        report.traces[spec.name] = summary
+        if spec.name == "smoke":
+            report.trace = summary
+    if spec.name != "smoke":
+        return
+    report.runtime, report.runtime_files = read_runtime(ctx.out_dir / "runtime")
+    if report.runtime is not None:
+        report.runtime["label"] = ctx.label
+    violations = report.runtime_record.violations if report.runtime else []
+    if layer.status == "failed" and violations:
+        layer.reason = "runtime: " + "; ".join(violations) + "\n\n" + (layer.reason or "")

@@ -1,0 +1,68 @@
+"""The self-contained probe put first on the child's PYTHONPATH.
+
+Generated skill asserts import `model_compile.runtime.dynamo_adapter`. When
+the repository's own environment has no model-compile installed (the usual
+case), the runner copies the tool's `runtime/` package - which imports only
+torch and itself - into `<out>/probe/model_compile/runtime/` next to a
+minimal `model_compile/__init__.py`, and puts `<out>/probe` on PYTHONPATH.
+The asserts then import the very code the tool ships, with the same API, and
+nothing is installed in the repository.
+
+The tool's own site-packages is never put on the child's path: it holds
+another Python's compiled extensions (torch among them).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import model_compile
+from model_compile import runtime
+
+PROBE_INIT = '''"""model-compile probe (runtime hooks only), put on PYTHONPATH by `model-compile validate --hard`.
+
+Only `model_compile.runtime` is here; the static tools (`model_compile.api`)
+are not: asserts that need them skip, as they do without model-compile.
+"""
+
+__version__ = "{version}"
+PROBE = True
+'''
+
+
+def runtime_dir() -> Path:
+    """The tool's own runtime package folder (the probe's source)."""
+    return Path(runtime.__file__).resolve().parent
+
+
+def build(out_dir: Path) -> Path:
+    """Write the probe under `out_dir`/probe and return that folder (the PYTHONPATH entry)."""
+    root = out_dir / "probe"
+    package = root / "model_compile"
+    if package.exists():
+        shutil.rmtree(package)
+    (package / "runtime").mkdir(parents=True)
+    (package / "__init__.py").write_text(PROBE_INIT.format(version=model_compile.__version__), encoding="utf-8")
+    for source in sorted(runtime_dir().glob("*.py")):
+        shutil.copy2(source, package / "runtime" / source.name)
+    return root
+
+
+def used_by(recipe_root: Path) -> bool:
+    """Whether the recipe's tests (e.g. generated skill asserts) import model_compile."""
+    for path in (recipe_root / "tests").rglob("*.py"):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "import model_compile" in text or "from model_compile" in text:
+            return True
+    return False
+
+
+def needed(tool_runtime_seen_by_child: str | None) -> bool:
+    """Whether the child must get the probe: it cannot import model_compile.runtime, or imports another copy."""
+    if not tool_runtime_seen_by_child:
+        return True
+    return Path(tool_runtime_seen_by_child).resolve().parent != runtime_dir()
