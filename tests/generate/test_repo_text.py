@@ -7,7 +7,7 @@ from gen_helpers import ENGINE_REL, RECIPE_REL, run_generate
 from model_compile.analyze import analyze_path
 from model_compile.generate.repo_style import read_style
 from model_compile.generate.repo_text import wrap_reason
-from model_compile.parse.conventions import conftest_options, find_launch
+from model_compile.parse.launch import find_launch
 
 REASON_200 = (
     "the vision tower computes position ids and cu_seqlens from grid_thw with tolist(), which breaks graphs and "
@@ -60,11 +60,6 @@ def test_launch_command_and_its_override_syntax():
     )
     pytest_only = "```bash\npytest recipes/toy_vlm/tests -q --config-override model.compile.enabled=true\n```\n"
     assert find_launch([("README.md", pytest_only)], "toy_vlm") is None  # a test command is no launcher
-
-
-def test_conftest_options():
-    assert conftest_options(CONFTEST) == {"--run-smoke": "store_true", "--world-size": "store", "--config-override": "append"}
-    assert conftest_options("def broken(:") == {}
 
 
 def test_wrap_reason_fits_the_line_length():

@@ -1,7 +1,7 @@
 """Generated text that fits the target repository.
 
 Reads (statically) the repo's line length (generate/repo_style.py), its launch command and its recipe
-tests' pytest options (parse/conventions.py), and turns them into what the
+tests' pytest options (parse/launch.py, parse/test_options.py), and turns them into what the
 templates print: a `--reason` wrapped over comment lines within the line
 length, the command that launches a run with compile on in the launcher's own
 override syntax, and the recipe-test command with only the options its
@@ -17,12 +17,8 @@ from pathlib import Path
 
 from model_compile.generate.locate import RecipeFiles
 from model_compile.generate.repo_style import read_style
-from model_compile.parse.conventions import (
-    Launch,
-    conftest_options,
-    find_launch,
-    launcher_takes_dotlist,
-)
+from model_compile.parse import test_options
+from model_compile.parse.launch import Launch, find_launch, launcher_takes_dotlist
 
 COMPILE_ON = "model.compile.enabled=true"
 
@@ -40,7 +36,7 @@ class RepoText:
 
     line_length: int
     launch: Launch | None = None
-    test_options: dict[str, str] = field(default_factory=dict)
+    test_options: test_options.Conventions = field(default_factory=test_options.Conventions)
     has_smoke_test: bool = False
 
 
@@ -56,11 +52,10 @@ def read_repo_text(files: RecipeFiles) -> RepoText:
         source = _read(root / (module.group(1).replace(".", "/") + ".py")) if module else None
         if source is not None and not launcher_takes_dotlist(source):
             launch = None
-    conftest = _read(files.recipe / "tests" / "conftest.py") or ""
     return RepoText(
         line_length=length,
         launch=launch,
-        test_options=conftest_options(conftest),
+        test_options=test_options.read(files.recipe, root),
         has_smoke_test=(files.recipe / "tests" / "test_smoke.py").is_file(),
     )
 
@@ -102,11 +97,9 @@ def run_commands(files: RecipeFiles, text: RepoText, stage: str) -> dict[str, st
     if text.launch is not None:
         out["launch"] = text.launch.with_override(COMPILE_ON)
     if text.has_smoke_test:
-        opts = text.test_options
-        cmd = f"python -m pytest {recipe}/tests/test_smoke.py -q"
-        if "--run-smoke" in opts:
-            cmd += " --run-smoke"
-        if "--config-override" in opts:
+        conv = text.test_options
+        cmd = " ".join([f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")])
+        if conv.registers(test_options.CONFIG_OVERRIDE):
             out["tests"] = f"{cmd} --config-override {COMPILE_ON}"
         else:
             out["tests"] = cmd

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_compile.hard.conventions import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
+from model_compile.parse.test_options import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
 
 # Output of a smoke helper that refuses to run without an accelerator.
 ACCELERATOR_REFUSAL = re.compile(

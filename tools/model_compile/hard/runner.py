@@ -19,9 +19,10 @@ from pathlib import Path
 import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import conventions, interpreter, layers, pipeline, preflight, probe
+from model_compile.hard import interpreter, layers, pipeline, preflight, probe
 from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.verdict import judge
+from model_compile.parse import test_options as conventions
 from model_compile.runtime import RUNTIME_DIR_ENV
 
 

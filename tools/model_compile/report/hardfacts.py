@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.discover.recipes import repo_root_of
-from model_compile.hard import conventions, interpreter
+from model_compile.hard import interpreter
 from model_compile.hard.layers import plan
 from model_compile.hard.pipeline import in_repo, pytest_command
+from model_compile.parse import test_options as conventions
 from model_compile.report.models import LayerRow
 
 LAYER_ORDER = ("soft", "structure", "smoke", "impact")

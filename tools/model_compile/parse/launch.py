@@ -13,7 +13,6 @@ Every function takes text; nothing is imported or run.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 
@@ -115,22 +114,3 @@ def find_launch(readmes: list[tuple[str, str]], recipe: str) -> Launch | None:
 def launcher_takes_dotlist(source: str) -> bool:
     """A launcher script that hands its extra arguments to Hydra or OmegaConf (`key=value`)."""
     return bool(re.search(r"\bhydra\b|OmegaConf\.from_(cli|dotlist)|parse_known_args", source))
-
-
-def conftest_options(source: str) -> dict[str, str]:
-    """{option: action} of every `parser.addoption("--x", ...)` / `addoption(...)` in a conftest.py."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return {}
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("addoption", "add_option")):
-            continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
-        action = next(
-            (k.value.value for k in node.keywords if k.arg == "action" and isinstance(k.value, ast.Constant)), "store"
-        )
-        for name in names:
-            out[name] = str(action)
-    return out
