@@ -67,14 +67,40 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:  # input nested beyond what a parser or visitor handles
+        if os.environ.get("MODEL_COMPILE_DEBUG"):
+            raise
+        _say("model-compile: error: input nested too deeply to analyse (RecursionError); nothing was written")
+        return 2
+    except MemoryError:
+        _say("model-compile: error: out of memory (MemoryError); nothing was written")
+        return 2
     except Exception as exc:  # a bug: still one line, never a traceback (MODEL_COMPILE_DEBUG=1 shows it)
         if os.environ.get("MODEL_COMPILE_DEBUG"):
             raise
-        sys.stderr.write(
-            f"model-compile: internal error: {type(exc).__name__}: {exc} "
-            "(rerun with MODEL_COMPILE_DEBUG=1 for the traceback, and please report it)\n"
+        _say(
+            f"model-compile: internal error: {_describe(exc)} "
+            "(rerun with MODEL_COMPILE_DEBUG=1 for the traceback, and please report it)"
         )
         return 2
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message`, one line and short; never raises (a broken __str__ is reported as such)."""
+    name = type(exc).__name__
+    try:
+        text = " ".join(str(exc).split())
+    except BaseException:  # noqa: BLE001 - the handler itself must not fail
+        return f"{name} (its message could not be formatted)"
+    return f"{name}: {text[:300]}" + ("..." if len(text) > 300 else "")
+
+
+def _say(line: str) -> None:
+    """Write one line to stderr, ignoring a closed stream."""
+    try:
+        sys.stderr.write(line + "\n")
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":
