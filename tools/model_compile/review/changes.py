@@ -73,7 +73,7 @@ def resolve_commit(repo: git.Repo, rev: str) -> git.Commit:
         commit = obj if isinstance(obj, git.Commit) else obj.object if isinstance(obj, git.TagObject) else None
         if commit is None:
             commit = repo.commit(rev)
-        commit.tree  # forces the object to be read: missing objects fail here
+        commit.tree  # noqa: B018 - forces the object to be read: missing objects fail here
         return commit
     except (BadName, BadObject, ValueError, git.GitCommandError, IndexError, KeyError):
         raise InputError(f"unknown revision '{rev}'{_shallow_hint(repo)}") from None
@@ -109,7 +109,7 @@ def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[s
 def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, Side, list[str]]:
     notes: list[str] = []
     try:
-        repo.head.commit
+        repo.head.commit  # noqa: B018 - raises on an empty repository
     except ValueError:
         raise InputError("the repository has no commits yet") from None
     if head is None:
@@ -208,6 +208,15 @@ def _pair_untracked_renames(base: Side, head: Side, added: list[str], deleted: l
     return pairs
 
 
+def git_error(exc: git.GitCommandError) -> str:
+    """git's own message, one line: `error: open("x.py"): Permission denied; fatal: cannot hash x.py`."""
+    raw = str(exc.stderr or "").strip()
+    raw = raw.removeprefix("stderr:").strip().strip("'\"")
+    lines = [line.strip() for line in raw.splitlines() if line.strip().strip("'\"")]
+    text = "; ".join(lines[:2])
+    return (text[:300] + ("..." if len(text) > 300 else "")) if text else f"git exited with status {exc.status}"
+
+
 def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     """The changed files between the two sides, rename-aware."""
     base_commit = repo.commit(base.commit)
@@ -217,7 +226,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     try:
         diffs = base_commit.diff(other, create_patch=True, unified=0)
     except git.GitCommandError as exc:
-        raise InputError(f"git diff failed: {str(exc.stderr).strip().splitlines()[-1:]}") from None
+        raise InputError(f"git diff failed: {git_error(exc)}") from None
     out: list[ChangedFile] = []
     seen: set[str] = set()
     for d in diffs:
