@@ -22,7 +22,7 @@ import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
 from model_compile.hard import environment as env_mod
-from model_compile.hard import layers, proc, render
+from model_compile.hard import interrupt, layers, proc, render
 from model_compile.hard.junit import parse_junit
 from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.trace import summarise
@@ -259,6 +259,7 @@ def validate_hard(
         out_dir=str(out_dir),
         environment=environment,
     )
+    interrupt.track(report)
     soft, report.wiring = run_soft(recipe_root)
     report.layers.append(soft)
     if soft.status == "failed":
@@ -289,16 +290,19 @@ def run_hard(args) -> int:
     fmt = getattr(args, "format", "text")
     if fmt not in ("text", "json", "markdown"):
         raise InputError(f"--hard supports --format text, json or markdown (not {fmt})")
-    report = validate_hard(
-        Path(args.path),
-        recipe=getattr(args, "recipe", None),
-        config_name=getattr(args, "config_name", None),
-        world_size=getattr(args, "world_size", None),
-        overrides=list(getattr(args, "config_override", None) or []),
-        timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
-        trace=bool(getattr(args, "trace", False)),
-        out=Path(args.out) if getattr(args, "out", None) else None,
-    )
+    with interrupt.on_signals(fmt) as run:  # SIGINT/SIGTERM/SIGHUP: groups ended, partial report written
+        report = validate_hard(
+            Path(args.path),
+            recipe=getattr(args, "recipe", None),
+            config_name=getattr(args, "config_name", None),
+            world_size=getattr(args, "world_size", None),
+            overrides=list(getattr(args, "config_override", None) or []),
+            timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
+            trace=bool(getattr(args, "trace", False)),
+            out=Path(args.out) if getattr(args, "out", None) else None,
+        )
+    if run.interrupted:
+        return run.exit_code
     text = render.emit(report, fmt)
     sys.stdout.write(text)
     out = Path(report.out_dir)
