@@ -75,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         _say("model-compile: error: out of memory (MemoryError); nothing was written")
         return 2
+    except OSError as exc:  # a path the user gave that cannot be reached (permissions, a vanished folder)
+        if os.environ.get("MODEL_COMPILE_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"model-compile: error: {where}{exc.strerror or _describe(exc)}")
+        return 2
     except Exception as exc:  # a bug: still one line, never a traceback (MODEL_COMPILE_DEBUG=1 shows it)
         if os.environ.get("MODEL_COMPILE_DEBUG"):
             raise

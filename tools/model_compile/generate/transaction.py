@@ -187,7 +187,8 @@ def write_all(targets: list[Target]) -> list[str]:
             current = item.target.rel
             backup = _backup(item.target.path) if item.exists else None
             done.append((item, backup))
-            os.replace(staged.pop(i), item.target.path)
+            os.replace(staged[i], item.target.path)
+            del staged[i]
     except (OSError, MemoryError) as exc:
         problems = _rollback(done, staged, created)
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -206,6 +207,8 @@ def _rollback(done: list[tuple[_Checked, str | None]], staged: dict[int, str], c
         try:
             if backup is not None:
                 os.replace(backup, item.target.path)
+                # rename() between two links of one file (the rename that failed) does nothing
+                Path(backup).unlink(missing_ok=True)
             else:
                 item.target.path.unlink(missing_ok=True)
         except OSError:
