@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path, PurePosixPath
 from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from model_compile.settings import DEFAULT_MAX_FILE_BYTES
@@ -56,7 +56,7 @@ def read_text(tree: SourceTree, path: str) -> tuple[str | None, str | None]:
     if is_binary(data):
         return None, "binary file"
     try:
-        return data.decode("utf-8"), None
+        return data.decode("utf-8").removeprefix("\ufeff"), None  # a BOM is not content (Python accepts it)
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 (byte {exc.start})"
 

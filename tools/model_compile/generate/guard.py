@@ -54,14 +54,17 @@ def max_depth(tree: ast.AST) -> Depth:
 
 
 def decode(data: bytes, rel: str) -> str:
-    """UTF-8 text with universal newlines (as `Path.read_text`); InputError otherwise."""
+    """UTF-8 text with universal newlines and no BOM; InputError otherwise.
+
+    The write puts back the file's CRLF line endings and BOM (`transaction`).
+    """
     if b"\0" in data[:8192]:
         raise InputError(f"{rel}: binary file, not source; {NOTHING_WRITTEN}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{rel}: not UTF-8 text (byte {exc.start}); {NOTHING_WRITTEN}") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_source(path: Path, rel: str, boundary: Path | None, max_bytes: int | None) -> str:

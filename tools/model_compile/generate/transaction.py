@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import shutil
 import stat
@@ -46,12 +47,14 @@ class _Checked:
     uid: int = -1
     gid: int = -1
     crlf: bool = False
+    bom: bool = False
     missing_dirs: list[Path] = field(default_factory=list)
 
 
 def _universal(data: bytes) -> str | None:
+    """The text a plan is made from: BOM dropped, universal newlines (`guard.decode`)."""
     try:
-        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        return data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError:
         return None
 
@@ -127,14 +130,14 @@ def check(target: Target) -> _Checked:
     if target.old is None or _universal(data) != target.old:
         raise _refuse(rel, "it changed after the plan was made; rerun generate")
     crlf = data.count(b"\r\n") > data.count(b"\n") - data.count(b"\r\n")
-    return _Checked(target, True, mode, st.st_uid, st.st_gid, crlf)
+    return _Checked(target, True, mode, st.st_uid, st.st_gid, crlf, data.startswith(codecs.BOM_UTF8))
 
 
-def encode(text: str, crlf: bool) -> bytes:
-    """UTF-8 bytes of planned text (LF inside), with CRLF line endings when the file had them."""
+def encode(text: str, crlf: bool, bom: bool = False) -> bytes:
+    """UTF-8 bytes of planned text (LF inside), with the CRLF line endings and BOM the file had."""
     if crlf:
         text = text.replace("\r\n", "\n").replace("\n", "\r\n")
-    return text.encode("utf-8")
+    return (codecs.BOM_UTF8 if bom else b"") + text.removeprefix("\ufeff").encode("utf-8")
 
 
 def _stage(item: _Checked) -> str:
@@ -142,7 +145,7 @@ def _stage(item: _Checked) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(encode(item.target.new, item.crlf))
+            fh.write(encode(item.target.new, item.crlf, item.bom))
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, item.mode)
