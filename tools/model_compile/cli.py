@@ -15,6 +15,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from model_compile import __version__
 
@@ -29,7 +30,7 @@ COMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         sys.stderr.write(f"model-compile: error: {message}\n")
         raise SystemExit(2)
 

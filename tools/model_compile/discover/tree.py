@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -222,7 +222,7 @@ class DiskTree:
 class OverlayTree:
     """A tree with some files replaced or added: what a planned edit would leave."""
 
-    def __init__(self, base: SourceTree, overrides: dict[str, str | bytes]):
+    def __init__(self, base: SourceTree, overrides: Mapping[str, str | bytes]):
         self._base = base
         self._over = {k: (v.encode() if isinstance(v, str) else v) for k, v in overrides.items()}
 

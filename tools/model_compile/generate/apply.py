@@ -38,7 +38,7 @@ def dirty_files(plan: Plan) -> list[str]:
         repo = git.Repo(plan.root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return []
-    top = Path(repo.working_tree_dir).resolve()
+    top = Path(repo.working_tree_dir or plan.root).resolve()
     paths = [c.path.resolve().relative_to(top).as_posix() for c in plan.changed if c.path.exists()]
     if not paths:
         return []
