@@ -85,7 +85,11 @@ def check_python(text: str, rel: str) -> None:
         raise InputError(
             f"{rel}: cannot parse ({exc.msg} at line {exc.lineno}; MC000): fix it first, {NOTHING_WRITTEN}"
         ) from None
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except RecursionError:
+        raise InputError(
+            f"{rel}: nested too deeply for Python's own parser (RecursionError); refusing the edit, {NOTHING_WRITTEN}"
+        ) from None
+    except (ValueError, MemoryError) as exc:
         raise InputError(f"{rel}: cannot parse ({type(exc).__name__}; MC000): fix it first, {NOTHING_WRITTEN}") from None
     depth = max_depth(tree)
     if depth.level > MAX_DEPTH:
