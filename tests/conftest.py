@@ -6,3 +6,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
+
+# Fixture repositories are data: their conftest.py and tests (booby-trapped ones
+# included) must never be collected or imported by this suite.
+collect_ignore_glob = ["fixtures/*"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from model_compile import __version__
 from model_compile.discover.recipes import find_recipes, group_files, repo_root_of
-from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree
+from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree, unlisted_of
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
 from model_compile.findings.selection import apply_severity, apply_suppressions, selected_rules
@@ -20,7 +20,7 @@ from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
-from model_compile.settings import Settings, parse_settings
+from model_compile.settings import Settings, load_settings, parse_settings
 
 
 def review_context(ctx: RecipeContext, settings: Settings | None = None) -> RecipeReport:
@@ -120,8 +120,11 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
         raise InputError(f"{path}: no such file or directory")
     if not path.is_dir():
         raise InputError(f"{path}: not a directory (give a repository root or a recipe folder)")
+    boundary = repo_root_of(path) or path
+    max_bytes = load_settings(boundary).max_file_bytes
+
     def _tree(root: Path) -> SourceTree:
-        disk = DiskTree(root)
+        disk = DiskTree(root, max_file_bytes=max_bytes, boundary=boundary)
         if not overlay:
             return disk
         base = root.resolve()
@@ -141,10 +144,14 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
             raise InputError(f"{path}: {what} under recipes/ (a recipe has engine/*.py or configs/schema.py)")
         return report
     tree = _tree(path)
+    if "." in unlisted_of(tree):
+        raise InputError(f"{path}: cannot be read: {unlisted_of(tree)['.']}")
     if not find_recipes(tree):
         raise InputError(f"{path}: no recipes found (expected recipes/<name>/ or a folder with engine/ and configs/)")
     repo_root = repo_root_of(path)
-    repo_tree = _RelTree(DiskTree(repo_root), path.resolve(), repo_root) if repo_root else None
+    repo_tree = (
+        _RelTree(DiskTree(repo_root, max_file_bytes=max_bytes), path.resolve(), repo_root) if repo_root else None
+    )
     return analyze_tree(tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name)
 
 

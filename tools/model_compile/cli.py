@@ -15,6 +15,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from model_compile import __version__
 
@@ -31,7 +32,7 @@ COMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         sys.stderr.write(f"model-compile: error: {message}\n")
         raise SystemExit(2)
 
@@ -69,14 +70,46 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:  # input nested beyond what a parser or visitor handles
+        if os.environ.get("MODEL_COMPILE_DEBUG"):
+            raise
+        _say("model-compile: error: input nested too deeply to analyse (RecursionError); nothing was written")
+        return 2
+    except MemoryError:
+        _say("model-compile: error: out of memory (MemoryError); nothing was written")
+        return 2
+    except OSError as exc:  # a path the user gave that cannot be reached (permissions, a vanished folder)
+        if os.environ.get("MODEL_COMPILE_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"model-compile: error: {where}{exc.strerror or _describe(exc)}")
+        return 2
     except Exception as exc:  # a bug: still one line, never a traceback (MODEL_COMPILE_DEBUG=1 shows it)
         if os.environ.get("MODEL_COMPILE_DEBUG"):
             raise
-        sys.stderr.write(
-            f"model-compile: internal error: {type(exc).__name__}: {exc} "
-            "(rerun with MODEL_COMPILE_DEBUG=1 for the traceback, and please report it)\n"
+        _say(
+            f"model-compile: internal error: {_describe(exc)} "
+            "(rerun with MODEL_COMPILE_DEBUG=1 for the traceback, and please report it)"
         )
         return 2
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message`, one line and short; never raises (a broken __str__ is reported as such)."""
+    name = type(exc).__name__
+    try:
+        text = " ".join(str(exc).split())
+    except BaseException:  # noqa: BLE001 - the handler itself must not fail
+        return f"{name} (its message could not be formatted)"
+    return f"{name}: {text[:300]}" + ("..." if len(text) > 300 else "")
+
+
+def _say(line: str) -> None:
+    """Write one line to stderr, ignoring a closed stream."""
+    try:
+        sys.stderr.write(line + "\n")
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

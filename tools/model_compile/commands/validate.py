@@ -52,24 +52,27 @@ def run(args) -> int:
 def run_hard(args) -> int:
     """`validate --hard`: check the options, run the layers, print the report and keep report.json."""
     from model_compile.errors import InputError
-    from model_compile.hard import render
+    from model_compile.hard import interrupt, render
     from model_compile.hard.runner import validate_hard
 
     fmt = getattr(args, "format", "text")
     if fmt not in ("text", "json", "markdown"):
         raise InputError(f"--hard supports --format text, json or markdown (not {fmt})")
-    report = validate_hard(
-        Path(args.path),
-        recipe=getattr(args, "recipe", None),
-        config_name=getattr(args, "config_name", None),
-        world_size=getattr(args, "world_size", None),
-        overrides=list(getattr(args, "config_override", None) or []),
-        timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
-        trace=bool(getattr(args, "trace", False)),
-        out=Path(args.out) if getattr(args, "out", None) else None,
-        python=getattr(args, "python", None),
-        require_complete=bool(getattr(args, "require_complete", False)),
-    )
+    with interrupt.on_signals(fmt) as run:  # SIGINT/SIGTERM/SIGHUP: groups ended, partial report written
+        report = validate_hard(
+            Path(args.path),
+            recipe=getattr(args, "recipe", None),
+            config_name=getattr(args, "config_name", None),
+            world_size=getattr(args, "world_size", None),
+            overrides=list(getattr(args, "config_override", None) or []),
+            timeout_s=float(getattr(args, "timeout", 1800.0) or 1800.0),
+            trace=bool(getattr(args, "trace", False)),
+            out=Path(args.out) if getattr(args, "out", None) else None,
+            python=getattr(args, "python", None),
+            require_complete=bool(getattr(args, "require_complete", False)),
+        )
+    if run.interrupted:
+        return run.exit_code
     text = render.emit(report, fmt)
     sys.stdout.write(text)
     out = Path(report.out_dir)

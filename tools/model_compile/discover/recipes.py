@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_compile.discover.tree import SourceTree
+from model_compile.discover.tree import SourceTree, unlisted_of
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,14 @@ def group_files(tree: SourceTree) -> dict[str, list[str]]:
 
 def find_recipes(tree: SourceTree, single_name: str | None = None) -> list[RecipeLocation]:
     """Recipes under `recipes/`, or the tree itself when it is one recipe."""
-    found = [
-        RecipeLocation(name, f"recipes/{name}")
-        for name, files in sorted(group_files(tree).items())
-        if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)
-    ]
+    names = {name for name, files in group_files(tree).items() if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)}
+    # A recipe folder (or its engine/configs) that cannot be listed is still a recipe: its
+    # context reports the folder as unreadable instead of the recipe dropping out of the list.
+    for folder in unlisted_of(tree):
+        parts = folder.split("/")
+        if len(parts) >= 2 and parts[0] == "recipes" and (len(parts) == 2 or parts[2] in ("engine", "configs")):
+            names.add(parts[1])
+    found = [RecipeLocation(name, f"recipes/{name}") for name in sorted(names)]
     if found:
         return found
     if any(_is_recipe_marker(f) for f in tree.files()):

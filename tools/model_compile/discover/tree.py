@@ -3,14 +3,22 @@
 Analysis never opens files itself; it asks a `SourceTree`. That keeps the
 static path safe (nothing is imported or executed), lets `diff` analyse a git
 revision without a checkout, and lets rule examples run from memory.
+
+Reading from disk is bounded (`read_regular`): regular files only (a FIFO
+would block, a device never ends), symlinks only when they resolve inside the
+repository, and at most `max-file-bytes`. A tree remembers why a file could
+not be read (`problem_of`), so the caller reports it instead of skipping it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from model_compile.settings import DEFAULT_MAX_FILE_BYTES
 
 
 class SourceTree(Protocol):
@@ -28,15 +36,27 @@ def is_binary(data: bytes | None) -> bool:
     return data is not None and b"\0" in data[:8192]
 
 
+def problem_of(tree: object, path: str) -> str | None:
+    """Why `tree` could not read `path` (None: it read it, or the file is missing)."""
+    getter = getattr(tree, "problem", None)
+    return getter(path) if callable(getter) else None
+
+
+def unlisted_of(tree: object) -> dict[str, str]:
+    """Folders of `tree` that could not be listed: {relative path: OS error}."""
+    getter = getattr(tree, "unlisted", None)
+    return dict(getter()) if callable(getter) else {}
+
+
 def read_text(tree: SourceTree, path: str) -> tuple[str | None, str | None]:
     """(text, problem): UTF-8 text, or None and why it could not be read."""
     data = tree.read_bytes(path)
     if data is None:
-        return None, "missing"
+        return None, problem_of(tree, path) or "missing"
     if is_binary(data):
         return None, "binary file"
     try:
-        return data.decode("utf-8"), None
+        return data.decode("utf-8").removeprefix("\ufeff"), None  # a BOM is not content (Python accepts it)
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 (byte {exc.start})"
 
@@ -60,13 +80,106 @@ class MemoryTree:
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache", ".tox"}
 
 
-class DiskTree:
-    """Files under a directory. Symlinked folders are not followed (no loops)."""
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
-    def __init__(self, root: Path, subdirs: Iterable[str] | None = None):
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _inside(path: str, boundary: str) -> bool:
+    return path == boundary or path.startswith(boundary.rstrip(os.sep) + os.sep)
+
+
+def read_regular(
+    full: Path, boundary: Path | None = None, max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
+) -> tuple[bytes | None, str | None]:
+    """(content, None), or (None, why not): "missing" when there is no such file.
+
+    Never blocks and never reads without bound: FIFOs, devices, sockets and
+    folders are refused before they are opened; a symlink is followed only
+    when it resolves inside `boundary` (default: do not follow); at most
+    `max_bytes` are read (None: no cap).
+    """
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as exc:
+        return None, exc.strerror or type(exc).__name__
+    target = str(full)
+    if stat.S_ISLNK(st.st_mode):
+        real = os.path.realpath(full)
+        if boundary is None:
+            return None, f"a symlink (to {os.readlink(full)}): not followed"
+        if not _inside(real, os.path.realpath(boundary)):
+            return None, f"symlink to {os.readlink(full)}, outside the repository (not followed)"
+        try:
+            st = os.stat(real)
+        except OSError as exc:
+            return None, f"broken symlink ({exc.strerror})"
+        target = real
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"{_kind(st.st_mode)}, not a regular file"
+    if max_bytes is not None and st.st_size > max_bytes:
+        return None, _too_large(st.st_size, max_bytes)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        return None, exc.strerror or type(exc).__name__
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since lstat
+            return None, "not a regular file"
+        limit = (max_bytes + 1) if max_bytes is not None else None
+        chunks, size = [], 0
+        while limit is None or size < limit:
+            chunk = os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        return None, exc.strerror or type(exc).__name__
+    finally:
+        os.close(fd)
+    if max_bytes is not None and size > max_bytes:
+        return None, _too_large(size, max_bytes)
+    return b"".join(chunks), None
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    return f"file too large, skipped ({size:,} bytes > max-file-bytes {max_bytes:,})"
+
+
+class DiskTree:
+    """Files under a directory, read with `read_regular`.
+
+    Symlinked folders are not followed (no loops). Every non-folder entry is
+    listed, FIFOs and dangling links included, so a file that cannot be read
+    is reported (`problem`) rather than silently missing; folders that cannot
+    be listed are kept in `unlisted()`.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        subdirs: Iterable[str] | None = None,
+        max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+        boundary: Path | None = None,
+    ):
         self.root = Path(root)
+        self.boundary = Path(boundary) if boundary is not None else self.root
+        self.max_file_bytes = max_file_bytes
         self._subdirs = list(subdirs) if subdirs is not None else None
         self._files: list[str] | None = None
+        self._problems: dict[str, str] = {}
+        self._unlisted: dict[str, str] = {}
 
     def files(self) -> list[str]:
         if self._files is None:
@@ -75,31 +188,41 @@ class DiskTree:
             for start in starts:
                 if not start.is_dir():
                     continue
-                for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+                for dirpath, dirnames, filenames in os.walk(start, onerror=self._on_error, followlinks=False):
                     dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
                     rel = Path(dirpath).relative_to(self.root)
-                    for name in filenames:
-                        full = Path(dirpath) / name
-                        if full.is_symlink() and not full.is_file():
-                            continue  # dangling or looping link
-                        out.append((rel / name).as_posix())
+                    out.extend((rel / name).as_posix() for name in filenames)
             self._files = sorted(set(out))
         return self._files
 
-    def read_bytes(self, path: str) -> bytes | None:
-        full = self.root / path
+    def _on_error(self, exc: OSError) -> None:
+        where = Path(exc.filename) if exc.filename else self.root
         try:
-            if not full.is_file():
-                return None
-            return full.read_bytes()
-        except OSError:
-            return None
+            rel = where.relative_to(self.root).as_posix()
+        except ValueError:
+            rel = where.as_posix()
+        self._unlisted[rel] = exc.strerror or type(exc).__name__
+
+    def unlisted(self) -> dict[str, str]:
+        """Folders that could not be listed: {relative path ('.' for the root): OS error}."""
+        self.files()
+        return dict(self._unlisted)
+
+    def problem(self, path: str) -> str | None:
+        """Why the last read of `path` failed (None when it did not, or it is missing)."""
+        return self._problems.get(path)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        data, problem = read_regular(self.root / path, self.boundary, self.max_file_bytes)
+        if problem is not None and problem != "missing":
+            self._problems[path] = problem
+        return data
 
 
 class OverlayTree:
     """A tree with some files replaced or added: what a planned edit would leave."""
 
-    def __init__(self, base: SourceTree, overrides: dict[str, str | bytes]):
+    def __init__(self, base: SourceTree, overrides: Mapping[str, str | bytes]):
         self._base = base
         self._over = {k: (v.encode() if isinstance(v, str) else v) for k, v in overrides.items()}
 
@@ -110,3 +233,11 @@ class OverlayTree:
         if path in self._over:
             return self._over[path]
         return self._base.read_bytes(path)
+
+    def problem(self, path: str) -> str | None:
+        """The base tree's reason for not reading `path` (overridden files always read)."""
+        return None if path in self._over else problem_of(self._base, path)
+
+    def unlisted(self) -> dict[str, str]:
+        """The base tree's folders that could not be listed."""
+        return unlisted_of(self._base)

@@ -1,14 +1,13 @@
-"""Diffs, the git dirty check, and the atomic write of a plan."""
+"""Diffs, the git dirty check, and the all-or-nothing write of a plan (`transaction`)."""
 
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from pathlib import Path
 
-from model_compile.errors import InputError
+from model_compile.generate import transaction
 from model_compile.generate.plan import FileChange, Plan
+from model_compile.generate.transaction import Target
 
 
 def unified(change: FileChange) -> str:
@@ -39,7 +38,7 @@ def dirty_files(plan: Plan) -> list[str]:
         repo = git.Repo(plan.root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return []
-    top = Path(repo.working_tree_dir).resolve()
+    top = Path(repo.working_tree_dir or plan.root).resolve()
     paths = [c.path.resolve().relative_to(top).as_posix() for c in plan.changed if c.path.exists()]
     if not paths:
         return []
@@ -48,23 +47,5 @@ def dirty_files(plan: Plan) -> list[str]:
 
 
 def write(plan: Plan) -> list[str]:
-    """Write every changed file atomically: all temp files first, then renames."""
-    staged: list[tuple[str, Path]] = []
-    try:
-        for c in plan.changed:
-            c.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{c.path.name}.", suffix=".mc-tmp", dir=c.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(c.new)
-            if c.path.exists():
-                os.chmod(tmp, c.path.stat().st_mode & 0o7777)
-            else:
-                os.chmod(tmp, 0o644)
-            staged.append((tmp, c.path))
-    except OSError as exc:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write {c.rel}: {exc.strerror}") from exc
-    for tmp, dest in staged:
-        os.replace(tmp, dest)
-    return [c.rel for c in plan.changed]
+    """Write every changed file or none: checked, staged, renamed, rolled back on failure."""
+    return transaction.write_all([Target(c.path, c.rel, c.new, c.old) for c in plan.changed])

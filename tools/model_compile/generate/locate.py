@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_compile.discover.recipes import repo_root_of
+from model_compile.discover.tree import read_regular
 from model_compile.errors import InputError
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
@@ -67,9 +68,11 @@ def find_recipe_files(recipe: Path) -> RecipeFiles:
 
 
 def _read(path: Path) -> str:
+    """Text of a regular file within the default size cap, else "" (never blocks on a FIFO or device)."""
+    data, _ = read_regular(path)
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return data.decode("utf-8") if data else ""
+    except UnicodeDecodeError:
         return ""
 
 
@@ -82,7 +85,7 @@ def _py_files(root: Path):
         except OSError:
             continue
         for e in entries:
-            if e.is_dir():
+            if e.is_dir() and not e.is_symlink():  # symlinked folders are not followed (no loops)
                 if e.name not in SKIP_DIRS and not e.name.startswith("."):
                     stack.append(e)
             elif e.suffix == ".py":

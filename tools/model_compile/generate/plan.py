@@ -12,7 +12,7 @@ from model_compile import templating
 from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport
-from model_compile.generate import conventions, engine_edit, locate
+from model_compile.generate import conventions, engine_edit, guard, locate
 from model_compile.generate.formatting import Formatter, format_changes
 from model_compile.generate.import_order import insert_import
 from model_compile.generate.options import Options
@@ -62,14 +62,12 @@ class Plan:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text") from exc
+    return guard.read_source(path, str(path), None, None)  # bounds checked by guard.check_recipe
 
 
 def build_plan(opts: Options) -> Plan:
     opts.check()
+    guard.check_recipe(opts.recipe)  # every file the edit depends on reads, parses, and is not too deep
     files = locate.find_recipe_files(opts.recipe)
     override = opts.templates or templating.override_dir_from_pyproject(files.root)
     r = Renderer(override)

@@ -193,6 +193,9 @@ class HardReport(BaseModel):
     )
     verdict: Verdict = "incomplete"
     summary: str = ""
+    interrupted: str | None = Field(
+        default=None, description="the signal (SIGINT, SIGTERM, SIGHUP) that stopped the run; the report is partial"
+    )
 
     @property
     def runtime_record(self) -> RuntimeRecord | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import interpreter, layers, pipeline, preflight, probe
+from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe
 from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.parse import test_options as conventions
@@ -137,6 +137,7 @@ def validate_hard(
         preflight=check.lines(),
         require_complete=require_complete,
     )
+    interrupt.track(report)
     soft, report.wiring = run_soft(recipe_root)
     report.layers.append(soft)
     conv = conventions.read(recipe_root, repo_root)

@@ -7,7 +7,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from model_compile.discover.recipes import RecipeLocation
-from model_compile.discover.tree import SourceTree, read_text
+from model_compile.discover.tree import SourceTree, read_text, unlisted_of
 from model_compile.ledger.builder import Callable_, LedgerBuilder
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import RepoFacts
@@ -154,6 +154,9 @@ def build_context(
     ctx = RecipeContext(loc=loc, repo=repo)
     if files is None:
         files = [f for f in tree.files() if loc.owns(f)]
+    for folder, error in sorted(unlisted_of(tree).items()):
+        if folder == loc.prefix or loc.owns(folder):
+            ctx.unreadable.append((folder, f"{error} (folder not listed: its files were not reviewed)"))
     for path in files:
         if path.endswith(".py"):
             parsed = parse_module(tree, path)
@@ -188,7 +191,8 @@ def build_context(
     if ctx.schema_module is not None:
         ctx.config.schema_ = schema_facts(ctx.schema_module, root_class)
     else:
-        missing = "does not parse" if any(f.path == schema_path for f in ctx.failures) else "is missing"
+        failed = [f for f in ctx.failures if f.path == schema_path]
+        missing = ("cannot be read" if failed[0].message.startswith("cannot read") else "does not parse") if failed else "is missing"
         ctx.config.schema_ = SchemaFacts(file=schema_path, problems=[f"configs/schema.py {missing}"])
 
     for path in files:

@@ -200,6 +200,15 @@ def _pair_untracked_renames(base: Side, head: Side, added: list[str], deleted: l
     return pairs
 
 
+def git_error(exc: git.GitCommandError) -> str:
+    """git's own message, one line: `error: open("x.py"): Permission denied; fatal: cannot hash x.py`."""
+    raw = str(exc.stderr or "").strip()
+    raw = raw.removeprefix("stderr:").strip().strip("'\"")
+    lines = [line.strip() for line in raw.splitlines() if line.strip().strip("'\"")]
+    text = "; ".join(lines[:2])
+    return (text[:300] + ("..." if len(text) > 300 else "")) if text else f"git exited with status {exc.status}"
+
+
 def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     """The changed files between the two sides, rename-aware."""
     base_commit = repo.commit(base.commit)
@@ -209,7 +218,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     try:
         diffs = base_commit.diff(other, create_patch=True, unified=0)
     except git.GitCommandError as exc:
-        raise InputError(f"git diff failed: {str(exc.stderr).strip().splitlines()[-1:]}") from None
+        raise InputError(f"git diff failed: {git_error(exc)}") from None
     out: list[ChangedFile] = []
     seen: set[str] = set()
     for d in diffs:
