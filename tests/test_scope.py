@@ -110,6 +110,17 @@ def test_same_scope_says_nothing():
     assert scope_changes(kit, kit.model_copy()) == []
 
 
+def test_kit_compile_of_the_wrapped_model_is_the_same_scope():
+    """Compiling `parallelized_model` instead of `model` names the same regions: no moved-to/into lines."""
+    before = compiled_scope([ledger(kit_call())], [KIT], SOURCE)
+    wrapped = kit_call().model_copy(
+        update={"target": "parallelized_model", "call": "self.model_kit.apply_model_compile(parallelized_model)"}
+    )
+    after = compiled_scope([ledger(wrapped)], [KIT], SOURCE)
+    assert after.parts[0].minus == ["parallelized_model.model.visual"]
+    assert scope_changes(before, after) == []
+
+
 def test_scope_on_the_demo_repo_matches_the_committed_runtime_patterns():
     report = analyze_path(DEMO)
     by_name = {r.name: r for r in report.recipes}

@@ -36,6 +36,20 @@ def test_branch_that_moves_compile_after_wrap(tmp_path: Path, capsys: pytest.Cap
     assert "before wrap" in (section.placement.before or "") and "wrap" in (section.placement.after or "")
     new = [f for f in section.findings if f.status == "new"]
     assert [f.rule for f in new] == ["MC408"] and new[0].file == KIT_ENGINE
+    assert [(f.rule, f.superseded_by) for f in report.superseded] == [("MC407", "MC408")] or not report.superseded
+
+
+def test_head_revision_is_reviewed_not_the_working_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`review RECIPE --head main` on a branch that broke the recipe reviews main's files."""
+    repo = git_repo(tmp_path / "r")
+    git(repo, "checkout", "-q", "-b", "feature")
+    move_compile_after_wrap(repo)
+    git(repo, "commit", "-qam", "compile the wrapped model")
+    code, out, _ = _review(capsys, str(repo / "recipes" / "vlm_kit"), "--head", "main", "--format", "json")
+    report = ReviewReport.model_validate_json(out)
+    assert code == 0, out
+    assert not [f for f in report.all_findings() if f.rule == "MC408"]
+    assert any("reviewed as of main" in n for n in report.scope.notes + report.notes)
 
 
 def test_clean_branch_reviews_the_whole_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -226,9 +226,16 @@ def compiled_scope(
 
 
 # -- comparing two scopes (diff) ---------------------------------------------
+def _root(part: ScopePart, model_var: str) -> str:
+    """The name a part's paths start from: a whole-model part's own module (the model under
+    another name, e.g. the wrapped `parallelized_model`), else the recipe's model variable."""
+    return part.module if part.kind == "whole-model" else model_var
+
+
 def _rel(part: ScopePart, model_var: str) -> tuple[str, list[str]]:
+    root = _root(part, model_var)
     module = "" if part.kind == "whole-model" else _relative(part.module, model_var)
-    return module, [_relative(m, model_var) for m in part.minus]
+    return module, [_relative(m, root) for m in part.minus]
 
 
 def _inside(path: str, region: str) -> bool:
@@ -267,7 +274,7 @@ def _lost(old: CompiledScope, new: CompiledScope, patches: list[str]) -> list[st
     for o in old.parts:
         if any(_contains(n, new.model, o, old.model) for n in new.parts):
             continue
-        o_minus = {_relative(m, old.model) for m in o.minus}
+        o_minus = set(_rel(o, old.model)[1])
         # New parts inside `o`'s region, except those in a region `o` kept eager (they move into compile).
         inner = [
             n
@@ -275,7 +282,10 @@ def _lost(old: CompiledScope, new: CompiledScope, patches: list[str]) -> list[st
             if _within(n, new.model, o, old.model) and not any(_inside(_rel(n, new.model)[0], m) for m in o_minus)
         ]
         newly_disabled = [
-            m for n in new.parts for m in n.minus if _relative(m, new.model) not in o_minus and _within_path(m, new.model, o, old.model)
+            m
+            for n in new.parts
+            for m in n.minus
+            if _relative(m, _root(n, new.model)) not in o_minus and _within_path(m, _root(n, new.model), o, old.model)
         ]
         if inner and not newly_disabled:
             where = o.describe() if o.kind != "whole-model" else f"`{o.module}`"
@@ -303,8 +313,8 @@ def scope_changes(before: CompiledScope | None, after: CompiledScope | None) -> 
     """How the compiled scope changed, and what moved to eager or into compile."""
     b = before or CompiledScope()
     a = after or CompiledScope()
-    if [p.describe() for p in b.parts] == [p.describe() for p in a.parts]:
-        return []
+    if [(p.kind, _rel(p, b.model)) for p in b.parts] == [(p.kind, _rel(p, a.model)) for p in a.parts]:
+        return []  # the same regions, whatever the variable that names the model (placement lines say the rest)
     out = [f"compiled scope: {b.summary} -> {a.summary}"]
     if not a.parts:
         return out + [f"moved to eager: everything (`{b.model}` runs eager)"]

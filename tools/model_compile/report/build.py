@@ -32,7 +32,7 @@ def to_report_finding(f: Finding, status: str | None = None) -> ReportFinding:
 
 
 def _sorted(findings: list[ReportFinding]) -> list[ReportFinding]:
-    order = {"new": 0, "existing": 1, None: 1, "fixed": 2}
+    order = {"new": 0, "existing": 1, None: 1, "fixed": 2, "superseded": 2}
     return sorted(findings, key=lambda f: (order.get(f.status, 1), SEVERITY_ORDER[f.severity], f.file, f.line, f.rule))
 
 
@@ -233,6 +233,9 @@ def build_change(
         hard=bool(hard) or bool(hard_notes),
         findings=_sorted([f for f in current if f.recipe is None]),
         fixed=_sorted([to_report_finding(f, "fixed") for f in diff.fixed if only is None or f.recipe in only]),
+        superseded=_sorted(
+            [to_report_finding(f, "superseded") for f in diff.superseded if only is None or f.recipe in only]
+        ),
     )
     heads = {r.name: r for r in (head.recipes if head else [])}
     for d in diffs:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from model_compile.rules.finding import Finding
 
 Verdict = Literal["ready", "needs changes", "not validated"]
-FindingStatus = Literal["new", "existing", "fixed"]
+FindingStatus = Literal["new", "existing", "fixed", "superseded"]
 # Layer status as the report shows it: the hard runner's statuses plus "not reached" (a layer after a
 # failure) and "not run" (no --hard, or no compile to validate).
 LayerStatus = Literal[
@@ -112,7 +112,8 @@ class PerformanceSection(BaseModel):
 class ReportFinding(Finding):
     """A finding with its place in the review."""
 
-    status: FindingStatus | None = Field(default=None, description="change: new, existing or fixed; tree: null")
+    status: FindingStatus | None = Field(default=None, description="change: new, existing, fixed or superseded; tree: null")
+    superseded_by: str | None = Field(default=None, description="superseded: the rule of the finding that replaced it")
 
 
 class RecipeSection(BaseModel):
@@ -142,6 +143,10 @@ class ReviewReport(BaseModel):
     recipes: list[RecipeSection] = Field(default_factory=list)
     findings: list[ReportFinding] = Field(default_factory=list, description="findings outside any recipe (the kit)")
     fixed: list[ReportFinding] = Field(default_factory=list, description="change: findings the change fixes")
+    superseded: list[ReportFinding] = Field(
+        default_factory=list,
+        description="change: base findings that no longer apply because a stronger one replaced them (not fixed)",
+    )
     notes: list[str] = Field(default_factory=list)
     exit_code: int = Field(default=0, description="1: the change introduces error findings, or a hard layer failed")
 

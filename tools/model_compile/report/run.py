@@ -70,6 +70,19 @@ def _diff(root: Path, base: str | None, head: str | None) -> tuple[DiffReport, R
     return diff, head_report
 
 
+def _analyze_revision(root: Path, rev: str, only: str | None) -> Report:
+    """The soft report of one git revision (read from the object database, no checkout)."""
+    import git
+
+    from model_compile.review.gittree import GitTree
+
+    repo = git.Repo(root)
+    try:
+        return analyze_tree(GitTree(repo.commit(rev)), recipes=[only] if only else None)
+    finally:
+        repo.close()
+
+
 def _branch_base(root: Path) -> tuple[str | None, list[str]]:
     """On a branch ahead of the default branch: its merge base, so the review covers the branch's commits
     and any uncommitted files together (stray untracked files do not hide the branch). Else None."""
@@ -151,9 +164,13 @@ def review_path(
             notes.append(f"no change to review ({exc}): every recipe under PATH is reviewed")
         seconds = time.monotonic() - started
         if diff is not None and (diff.recipes or diff.shared_files):
-            return _change_report(diff, head_report, root, str(path), only, hard, python, trace, out, seconds)
+            return _change_report(diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds)
         if diff is not None:
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
+            if head is not None:  # review the revision asked for, not the working tree
+                soft = _analyze_revision(root, diff.head.commit or head, only)
+                notes.append(f"reviewed as of {diff.head.rev}; runtime layers run on a checkout only")
+                return build_tree(soft, root, {}, seconds, {}, notes)
     started = time.monotonic()
     soft = analyze_path(path)
     seconds = time.monotonic() - started
@@ -172,6 +189,7 @@ def _change_report(
     label: str,
     only: str | None,
     hard: bool,
+    head: str | None,
     python: str | None,
     trace: bool,
     out: Path | None,
@@ -184,10 +202,10 @@ def _change_report(
         recipes = [r for r in (head_report.recipes if head_report else []) if names is None or r.name in names]
         touched = {d.name for d in diff.recipes}
         recipes = [r for r in recipes if r.name in touched]
-        if diff.head.commit is not None:
+        if head is not None:  # runtime layers run on files on disk, not on a named revision
             for r in recipes:
-                hard_notes[r.name] = "hard validation runs on the working tree; --head names a revision: not run"
-        else:
+                hard_notes[r.name] = f"--head {head} names a revision: check it out to run the runtime layers"
+        else:  # the working tree, or HEAD when the tree is clean: the same files either way
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
             hard_reports, hard_notes = run_hard(dirs, python, trace, out)
     return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names)

@@ -260,7 +260,9 @@ def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
     if not gone.subject:
         return None
     key = _subject_key(gone.subject)
-    for f in sorted(new, key=lambda f: SEVERITY_ORDER.get(f.severity, 9)):
+    # Most severe first; among equals, the same rule family (MC4xx placement for MC407) names the cause best.
+    family = gone.rule[:3]
+    for f in sorted(new, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.rule[:3] != family, f.rule)):
         if (
             f.rule != gone.rule
             and f.recipe == gone.recipe

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
@@ -93,6 +95,14 @@ class InvalidCompileValue(Rule):
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
         Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"  # <- MC202')),
         Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202')),
+        Example(
+            body=mark(
+                replace_once(CANONICAL_BODY, "mode=self.config.model.compile.mode", 'mode="max-autotune-no-cudagraph"'),
+                "apply_model_compile(",
+                "MC202",
+            ),
+            note="a misspelled mode hard-coded in the compile call",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -123,6 +133,17 @@ class InvalidCompileValue(Rule):
                     ctx, schema.file, enabled.line or 1, f"enabled is typed `{enabled.annotation}`, not bool",
                     subject="schema type enabled",
                 )
+        for _, event, _events in compile_events(ctx):
+            for name in ("backend", "mode"):
+                value = _literal_string(event.arguments.get(name))
+                if value is not None and value not in ALLOWED[name]:
+                    yield self.finding(
+                        ctx, event.file, event.line,
+                        f"the compile call passes {name}={value!r}, which is not one of {ALLOWED[name]}: "
+                        "torch.compile rejects it when compile is enabled",
+                        f"pass {name}=self.config.model.compile.{name} and set an allowed value in the config",
+                        subject=f"compile argument {name}",
+                    )
         for stage in ctx.config.stages:
             for name in ("backend", "mode"):
                 if name in stage.values and stage.values[name] not in ALLOWED[name]:
@@ -137,6 +158,17 @@ class InvalidCompileValue(Rule):
                     f"{stage.name}: enabled {stage.values['enabled']!r} is not a bool",
                     subject=f"stage {stage.name} enabled",
                 )
+
+
+def _literal_string(source: str | None) -> str | None:
+    """The value of a string literal argument (`"max-autotune"`), or None for anything else."""
+    if not source:
+        return None
+    try:
+        value = ast.literal_eval(source)
+    except (ValueError, SyntaxError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 class EnabledWithoutIntent(Rule):
