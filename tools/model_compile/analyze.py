@@ -128,7 +128,7 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
         if not overlay:
             return disk
         base = root.resolve()
-        rel = {}
+        rel: dict[str, str | bytes] = {}
         for file, text in overlay.items():
             try:
                 rel[Path(file).resolve().relative_to(base).as_posix()] = text

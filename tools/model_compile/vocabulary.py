@@ -12,7 +12,7 @@ one place and both the type checker and the runtime see it.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, TypeGuard, get_args
 
 # How serious a finding is.
 Severity = Literal["error", "warning", "info"]
@@ -28,6 +28,11 @@ FALLBACK_KINDS: tuple[str, ...] = get_args(FallbackKind)
 # intentional `enabled: true` default.
 DocKind = Literal["submodule", "graph-break", "post-wrap", "regional", "enabled"]
 DOC_KINDS: tuple[str, ...] = get_args(DocKind)
+
+
+def is_doc_kind(word: str) -> TypeGuard[DocKind]:
+    """Is `word` one of DOC_KINDS?"""
+    return word in DOC_KINDS
 
 # How a recipe compiles, as reports name it.
 CompilePath = Literal[

@@ -9,10 +9,11 @@ the change introduces an error finding.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def add_parser(sub, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(
         name,
         help=help_text,
@@ -27,7 +28,7 @@ def add_parser(sub, name: str, help_text: str) -> None:
     p.set_defaults(command=name)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from model_compile.review.render import render_markdown, render_text
     from model_compile.review.run import review
 

@@ -15,6 +15,7 @@ validation has error findings, 2 unusable input (nothing written).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from model_compile.generate.options import Options
 from model_compile.vocabulary import BACKENDS, GENERATE_PATHS, MODES
 
 
-def add_parser(sub, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text,
                        epilog="Exit codes: 0 ok or nothing to change, 1 soft validation errors after writing, 2 input error.")
     p.add_argument("recipe", type=Path, help="recipe folder (recipes/<name>)")
@@ -47,7 +48,7 @@ def add_parser(sub, name: str, help_text: str) -> None:
     p.set_defaults(command=name)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from model_compile.generate import apply
     from model_compile.generate.plan import build_plan
     from model_compile.generate.validate import soft_validate

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 
-def add_parser(sub, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("path", metavar="PATH", help="repository root (recipes/ inside) or one recipe folder")
     p.add_argument("--recipe", help="only this recipe")
@@ -14,7 +15,7 @@ def add_parser(sub, name: str, help_text: str) -> None:
     p.set_defaults(command=name)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from model_compile.analyze import analyze_path
     from model_compile.render import emit_inspect
 

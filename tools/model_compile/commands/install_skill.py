@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 
-def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     """Register `install-skill`."""
     p = sub.add_parser(
         name,

@@ -19,7 +19,7 @@ from model_compile.errors import InputError
 FORMATS = ("markdown", "json", "sarif", "github")
 
 
-def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     """Register `review`."""
     p = sub.add_parser(
         name,

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 
-def add_parser(sub, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("rule", nargs="?", help="one rule id, e.g. MC404")
     p.add_argument("--format", choices=["text", "json", "markdown"], default="text")
     p.set_defaults(command=name)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from model_compile.errors import InputError
     from model_compile.render.rules_doc import rules_markdown
     from model_compile.rules import ALL_RULES, RULES_BY_ID

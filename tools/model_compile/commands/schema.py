@@ -7,7 +7,7 @@ import json
 import sys
 
 
-def add_parser(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     """Register `schema`."""
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument(

@@ -7,11 +7,12 @@ own tests with compile enabled (see `model_compile.hard`).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 
-def add_parser(sub, name: str, help_text: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("path", metavar="PATH", help="repository root (recipes/ inside) or one recipe folder")
     p.add_argument("--soft", action="store_true", help="static review (the default)")
@@ -38,7 +39,7 @@ def add_parser(sub, name: str, help_text: str) -> None:
     p.set_defaults(command=name)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from model_compile.analyze import analyze_path
     from model_compile.render import emit_report
 
@@ -49,7 +50,7 @@ def run(args) -> int:
     return report.exit_code
 
 
-def run_hard(args) -> int:
+def run_hard(args: argparse.Namespace) -> int:
     """`validate --hard`: check the options, run the layers, print the report and keep report.json."""
     from model_compile.errors import InputError
     from model_compile.hard import interrupt, render

@@ -7,12 +7,15 @@ one-statement helpers (what a statement assigns or returns, a blank line above).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from model_compile.errors import InputError
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -68,7 +71,7 @@ def span(node: cst.CSTNode, pos: Positions) -> tuple[int, int]:
     return r.start.line, r.end.line
 
 
-def index_at(body, line: int, pos: Positions) -> int | None:
+def index_at(body: Sequence[cst.CSTNode], line: int, pos: Positions) -> int | None:
     """Index of the statement of `body` whose span holds `line`."""
     for i, s in enumerate(body):
         lo, hi = span(s, pos)
@@ -86,14 +89,16 @@ def find_method(cls: cst.ClassDef, name: str) -> tuple[int, cst.FunctionDef] | N
     return None
 
 
-def blank(stmt: cst.BaseStatement) -> cst.BaseStatement:
+def blank(stmt: _Node) -> _Node:
     """Give a statement one blank line above it unless it already has leading lines."""
-    if stmt.leading_lines:
+    # Every concrete statement is one of these two; BaseStatement itself declares no leading_lines.
+    has_lines = isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and bool(stmt.leading_lines)
+    if has_lines:
         return stmt
     return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
 
 
-def assigned_name(stmt) -> str | None:
+def assigned_name(stmt: cst.CSTNode) -> str | None:
     """The variable a lone `x = ...` / `x: T = ...` statement binds, else None."""
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         small = stmt.body[0]
@@ -104,7 +109,7 @@ def assigned_name(stmt) -> str | None:
     return None
 
 
-def return_of(stmt) -> cst.Return | None:
+def return_of(stmt: cst.CSTNode) -> cst.Return | None:
     """The `return` of a statement line that is only a return, else None."""
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Return):
         return stmt.body[0]

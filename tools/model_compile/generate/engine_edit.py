@@ -18,6 +18,7 @@ import libcst as cst
 
 from model_compile.errors import InputError
 from model_compile.generate.cst_util import (
+    Positions,
     assigned_name,
     blank,
     call_names,
@@ -84,6 +85,13 @@ def engine_classes(module: cst.Module) -> list[cst.ClassDef]:
     return [s for s in module.body if isinstance(s, cst.ClassDef) and find_method(s, "prepare_model")]
 
 
+def _prepare_model(cls: cst.ClassDef) -> tuple[int, cst.FunctionDef]:
+    """Index in the class body and node of prepare_model(), for a class engine_classes() returned."""
+    found = find_method(cls, "prepare_model")
+    assert found is not None, "engine_classes() only returns classes that define prepare_model()"
+    return found
+
+
 def _ledger_for(cls: cst.ClassDef, ledgers: Mapping[str, Ledger], filename: str) -> Ledger:
     ledger = ledgers.get(cls.name.value)
     if ledger is None:
@@ -103,7 +111,7 @@ def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "en
     if not classes:
         raise InputError("no class with prepare_model() in the engine file")
     cls = classes[0]
-    _, fn = find_method(cls, "prepare_model")
+    _, fn = _prepare_model(cls)
     pos = positions(module)
     where = Where.of(_ledger_for(cls, ledgers, filename), fn, pos, filename, recipe_rel)
     wrapped = None
@@ -171,8 +179,21 @@ def edit_engine(
     return EngineResult(code=module.code, notes=notes, model_var=model_var)
 
 
-def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init, kit_attr_stmt, notes, filename, recipe_rel):
-    i_fn, fn = find_method(cls, "prepare_model")
+def _edit_class(
+    cls: cst.ClassDef,
+    module: cst.Module,
+    pos: Positions,
+    ledger: Ledger,
+    path_kind: str,
+    block: str,
+    model_var: str,
+    kit_init: str | None,
+    kit_attr_stmt: str | None,
+    notes: list[str],
+    filename: str,
+    recipe_rel: str,
+) -> cst.ClassDef:
+    i_fn, fn = _prepare_model(cls)
     if not isinstance(fn.body, cst.IndentedBlock):
         raise InputError(f"{filename}: prepare_model() body is on one line; cannot place a block")
     name = cls.name.value
@@ -193,10 +214,11 @@ def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init,
         if wi is None:
             raise InputError(f"{filename}: post-wrap needs a distributed wrap in prepare_model(); none found")
         if where.wrap is None:  # the wrap comes before the last build/freeze step: compile after both
+            assert where.last_step is not None  # post_wrap_index() found the anchor through it
             via = f" and the {where.last_step.kind} step after it"
         wrap = body[wi]
         ret = return_of(wrap)
-        if ret is not None and ret.value is not None:
+        if isinstance(wrap, cst.SimpleStatementLine) and ret is not None and ret.value is not None:
             assign = cst.SimpleStatementLine(
                 body=[cst.Assign(targets=[cst.AssignTarget(target=cst.Name(model_var))], value=ret.value)],
                 leading_lines=wrap.leading_lines,
@@ -226,7 +248,7 @@ def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init,
         else:
             notes.append(f"{name}.prepare_model: block placed before the distributed wrap{via}")
             late = steps_inside_wrap_helper(ledger, where.wrap)
-            if late:
+            if late and where.wrap is not None:  # late is empty without a wrap
                 notes.append(
                     f"{name}.prepare_model: {helper_name(where.wrap.via[0])} also does {', '.join(late)} "
                     "before it wraps; the compile block precedes the whole call"
@@ -242,15 +264,21 @@ def _edit_class(cls, module, pos, ledger, path_kind, block, model_var, kit_init,
                 f"(`{e.call}`); left as it is"
             )
     fn = fn.with_changes(body=fn.body.with_changes(body=body))
-    cls_body = list(cls.body.body)
+    cls_body: list[cst.BaseStatement | cst.BaseSmallStatement] = list(cls.body.body)
     cls_body[i_fn] = fn
     if kit_attr_stmt is not None or kit_init is not None:
         cls_body = _add_kit(cls_body, kit_init, kit_attr_stmt, notes, name)
     return cls.with_changes(body=cls.body.with_changes(body=cls_body))
 
 
-def _add_kit(cls_body, kit_init, kit_attr_stmt, notes, cls_name):
-    found = None
+def _add_kit(
+    cls_body: list[cst.BaseStatement | cst.BaseSmallStatement],
+    kit_init: str | None,
+    kit_attr_stmt: str | None,
+    notes: list[str],
+    cls_name: str,
+) -> list[cst.BaseStatement | cst.BaseSmallStatement]:
+    found: tuple[int, cst.FunctionDef] | None = None
     for i, s in enumerate(cls_body):
         if isinstance(s, cst.FunctionDef) and s.name.value == "__init__":
             found = (i, s)

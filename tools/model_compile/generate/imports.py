@@ -17,7 +17,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from model_compile.generate.cst_util import dotted
 
 
-def _import_module(stmt) -> str | None:
+def _import_module(stmt: cst.CSTNode) -> str | None:
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         imp = stmt.body[0]
         if isinstance(imp, cst.ImportFrom) and not imp.relative and imp.module is not None:

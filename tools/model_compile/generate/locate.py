@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _py_files(root: Path):
+def _py_files(root: Path) -> Iterator[Path]:
     stack = [root]
     while stack:
         d = stack.pop()

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -67,13 +69,13 @@ class Where:
             last_step=ledger.events[after] if pre else None,
         )
 
-    def anchor_index(self, body, pos: Positions) -> int | None:
+    def anchor_index(self, body: Sequence[cst.CSTNode], pos: Positions) -> int | None:
         """Index in prepare_model's (original) body of the statement reaching the wrap."""
         if self.wrap is None or self.wrap.anchor_line is None:
             return None
         return index_at(body, self.wrap.anchor_line, pos)
 
-    def post_wrap_index(self, body, pos: Positions) -> int | None:
+    def post_wrap_index(self, body: Sequence[cst.CSTNode], pos: Positions) -> int | None:
         """Where a post-wrap compile follows: the wrap, or the last step when that runs after the wrap."""
         if self.wrap is not None:
             return self.anchor_index(body, pos)
@@ -96,9 +98,9 @@ def _refuse_helper_compiles(ledger: Ledger, filename: str, recipe_rel: str) -> N
         )
 
 
-def _is_name(target: str | None) -> bool:
+def _is_name(target: str | None) -> TypeGuard[str]:
     """A plain variable (not `self.model`, `each of ...`, nor a constant such as `False`)."""
-    return bool(target) and target.isidentifier() and not keyword.iskeyword(target)
+    return target is not None and target.isidentifier() and not keyword.iskeyword(target)  # '' is no identifier
 
 
 def _model_var(wrap: Event | None, pre: list[Event], fn: cst.FunctionDef, pos: Positions) -> str:

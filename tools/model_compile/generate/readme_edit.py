@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -27,7 +28,7 @@ def section_level(text: str) -> int:
     return 2 if not levels else max(2, min(levels) + 1) if levels.count(min(levels)) == 1 else min(levels)
 
 
-def edit_readme(text: str, render_section) -> tuple[str, str]:
+def edit_readme(text: str, render_section: Callable[[str], str]) -> tuple[str, str]:
     """render_section(hashes) -> section text ending in newline. Returns (new text, note)."""
     lines = text.splitlines(keepends=True)
     heads = _headings(lines)

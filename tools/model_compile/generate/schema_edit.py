@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -80,7 +81,14 @@ def base_class(module: cst.Module, cls: cst.ClassDef) -> str:
     return "BaseModel"
 
 
-def edit_schema(source: str, *, root_hint: str | None, render_class, render_field, filename: str) -> SchemaResult:
+def edit_schema(
+    source: str,
+    *,
+    root_hint: str | None,
+    render_class: Callable[[str, str, str | None], str],
+    render_field: Callable[[str], str],
+    filename: str,
+) -> SchemaResult:
     """render_class(class_name, base, config_dict) / render_field(class_name) return code text."""
     try:
         module = cst.parse_module(source)

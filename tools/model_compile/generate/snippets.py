@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from model_compile import templating
 from model_compile.generate.options import BACKENDS, CONFIG_EXPR, MODES
@@ -14,7 +15,7 @@ class Renderer:
         self.env = templating.environment(override)
         self.rendered: dict[str, str] = {}
 
-    def render(self, name: str, **context) -> str:
+    def render(self, name: str, **context: Any) -> str:
         text = self.env.get_template(name).render(**context)
         self.rendered[name] = text
         return text

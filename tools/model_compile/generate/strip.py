@@ -8,13 +8,18 @@ that mixes a compile with another step is refused.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import libcst as cst
 
 from model_compile.errors import InputError
 from model_compile.generate.cst_util import Positions, first_line, span
 from model_compile.generate.placement import Where
+
+# The compound statements whose blocks are searched.
+_Compound: TypeAlias = cst.If | cst.For | cst.While | cst.With
 
 
 @dataclass
@@ -45,9 +50,10 @@ class Strip:
         return any(lo <= ln <= hi for ln in self.where.others)
 
 
-def strip_block(stmts, acc: Strip) -> tuple[list, list[int]]:
+def strip_block(stmts: Sequence[cst.BaseStatement], acc: Strip) -> tuple[list[cst.BaseStatement], list[int]]:
     """Statements left after removing compile statements, and each one's index in `stmts`."""
-    out, origin = [], []
+    out: list[cst.BaseStatement] = []
+    origin: list[int] = []
     for i, s in enumerate(stmts):
         if isinstance(s, cst.SimpleStatementLine) and acc.hits(s):
             acc.removed += 1
@@ -62,7 +68,7 @@ def strip_block(stmts, acc: Strip) -> tuple[list, list[int]]:
     return out, origin
 
 
-def _strip_compound(s, acc: Strip):
+def _strip_compound(s: _Compound, acc: Strip) -> _Compound | None:
     """The compound statement without its compile statements, or None when it goes as a whole."""
     before = acc.removed
     if not isinstance(s.body, cst.IndentedBlock):
@@ -87,7 +93,7 @@ def _strip_compound(s, acc: Strip):
         return None
     if not body:
         body = [cst.SimpleStatementLine(body=[cst.Pass()])]
-    changes = {"body": s.body.with_changes(body=body)}
+    changes: dict[str, Any] = {"body": s.body.with_changes(body=body)}
     if hasattr(s, "orelse"):
         changes["orelse"] = orelse
     return s.with_changes(**changes)

@@ -7,7 +7,9 @@ re-parsed to prove only `model.compile` changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -38,7 +40,7 @@ def _last_line(node: yaml.Node) -> int:
     return line
 
 
-def edit_stage(text: str, block_lines, *, filename: str) -> YamlResult:
+def edit_stage(text: str, block_lines: Callable[[str, str], str], *, filename: str) -> YamlResult:
     """block_lines(indent: str, step: str) -> the compile block text (lines ending in newline)."""
     try:
         root = yaml.compose(text)
@@ -48,11 +50,12 @@ def edit_stage(text: str, block_lines, *, filename: str) -> YamlResult:
     if root is None or not isinstance(root, yaml.MappingNode):
         raise InputError(f"{filename}: top level is not a mapping")
     lines = text.splitlines(keepends=True)
-    model_key = model_val = None
+    model_key: yaml.ScalarNode | None = None
+    model_val: yaml.Node | None = None
     for k, v in root.value:
         if isinstance(k, yaml.ScalarNode) and k.value == "model":
             model_key, model_val = k, v
-    if model_val is not None and isinstance(model_val, yaml.MappingNode):
+    if model_key is not None and isinstance(model_val, yaml.MappingNode):
         if any(isinstance(k, yaml.ScalarNode) and k.value == "compile" for k, _ in model_val.value):
             return YamlResult(text=text, changed=False, note=f"{filename}: model.compile already present")
         if model_val.flow_style:
@@ -65,7 +68,7 @@ def edit_stage(text: str, block_lines, *, filename: str) -> YamlResult:
         step = " " * max(child_col - parent_col, 2)
         insert_at = _last_line(model_val) + 1
         note = f"{filename}: added model.compile after line {insert_at}"
-    elif model_val is not None and isinstance(model_val, yaml.ScalarNode) and model_val.value in ("", "null", "~"):
+    elif model_key is not None and isinstance(model_val, yaml.ScalarNode) and model_val.value in ("", "null", "~"):
         if model_val.value:
             raise InputError(f"{filename}: `model:` is null; add the compile block by hand")
         parent_col = model_key.start_mark.column
@@ -93,7 +96,7 @@ def edit_stage(text: str, block_lines, *, filename: str) -> YamlResult:
     return YamlResult(text=new_text, changed=True, note=note)
 
 
-def _verify(before, new_text: str, filename: str) -> None:
+def _verify(before: Any, new_text: str, filename: str) -> None:
     try:
         after = yaml.safe_load(new_text)
     except yaml.YAMLError as exc:

@@ -29,8 +29,8 @@ def parse_junit(path: Path) -> TestCounts | None:
             failure = case.find("failure")
             error = case.find("error")
             skipped = case.find("skipped")
-            if failure is not None or error is not None:
-                node = failure if failure is not None else error
+            node = failure if failure is not None else error
+            if node is not None:
                 if failure is not None:
                     counts.failures += 1
                 else:

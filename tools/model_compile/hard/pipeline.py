@@ -216,6 +216,7 @@ def _collect(report: HardReport, spec: LayerSpec, layer: LayerResult, ctx: Conte
     report.runtime, report.runtime_files = read_runtime(ctx.out_dir / "runtime")
     if report.runtime is not None:
         report.runtime["label"] = ctx.label
-    violations = report.runtime_record.violations if report.runtime else []
+    rt = report.runtime_record if report.runtime else None
+    violations = rt.violations if rt is not None else []
     if layer.status == "failed" and violations:
         layer.reason = "runtime: " + "; ".join(violations) + "\n\n" + (layer.reason or "")

@@ -22,9 +22,9 @@ def _wiring_lines(report: HardReport) -> list[str]:
 
 
 def _runtime_lines(report: HardReport) -> list[str]:
-    if not report.runtime:
+    rt = report.runtime_record if report.runtime else None
+    if rt is None:
         return ["runtime: no runtime JSON (smoke did not run with compile on, or did not reach setup)"]
-    rt = report.runtime_record
     t = rt.timing
     lim = rt.recompile_limit
     ex = rt.executed

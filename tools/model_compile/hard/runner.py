@@ -15,6 +15,7 @@ import shlex
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import model_compile
 from model_compile.discover.recipes import repo_root_of
@@ -24,6 +25,9 @@ from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.parse import test_options as conventions
 from model_compile.runtime import RUNTIME_DIR_ENV
+
+if TYPE_CHECKING:
+    from model_compile.findings.models import RecipeReport
 
 
 def resolve_recipe(path: Path, recipe: str | None) -> tuple[Path, Path]:
@@ -52,7 +56,7 @@ def _child_env(out_dir: Path) -> dict[str, str]:
     return env
 
 
-def _wiring(recipe) -> Wiring:
+def _wiring(recipe: RecipeReport | None) -> Wiring:
     if recipe is None:
         return Wiring()
     return Wiring(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass, field
+from typing import Any
 
 from model_compile.ledger.classify import classify_call
 from model_compile.ledger.models import Branch
@@ -41,7 +42,7 @@ class Ctx:
     reachable: bool = True
     depth: int = 0
 
-    def but(self, **kw) -> Ctx:
+    def but(self, **kw: Any) -> Ctx:
         return Ctx(**{**self.__dict__, **kw})
 
 
@@ -64,7 +65,7 @@ def resolve(expr: ast.expr, frame: Frame) -> ast.expr:
     aliases = frame.aliases
 
     class Sub(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
             if isinstance(node.ctx, ast.Load) and node.id in aliases:
                 return copy.deepcopy(aliases[node.id])
             return node

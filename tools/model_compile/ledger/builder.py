@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from model_compile.ledger.aliases import (
     Ctx,
@@ -31,11 +33,15 @@ from model_compile.ledger.aliases import (
     target_names,
 )
 from model_compile.ledger.classify import classify_call, is_graph_break_decorator
-from model_compile.ledger.models import Branch, Event, Ledger
+from model_compile.ledger.models import Branch, Event, EventKind, Ledger
 from model_compile.parse.python import PyModule, dotted
 
 MAX_DEPTH = 4
 FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
+if sys.version_info >= (3, 11):  # `try: ... except* ...`
+    _TRY_NODES = (ast.Try, ast.TryStar)
+else:
+    _TRY_NODES = (ast.Try,)
 
 
 @dataclass
@@ -108,7 +114,8 @@ class LedgerBuilder:
                 ctx = ctx.but(conditions=ctx.conditions + (ast.unparse(ended),))
         return False
 
-    def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx):
+    def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> Literal["return"] | ast.expr | None:
+        """Walk one statement: "return" when it always ends the block, a test the rest runs under, else None."""
         if isinstance(stmt, (ast.Return, ast.Raise)):
             value = stmt.value if isinstance(stmt, ast.Return) else stmt.exc
             if value is not None:
@@ -140,7 +147,7 @@ class LedgerBuilder:
             for item in stmt.items:
                 self._expr(item.context_expr, frame, ctx)
             return "return" if self._block(stmt.body, frame, ctx) else None
-        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        if isinstance(stmt, _TRY_NODES):
             ended = self._block(stmt.body, frame, ctx)
             for h in stmt.handlers:
                 self._block(h.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{h.lineno}", arm="else"),)))
@@ -164,7 +171,7 @@ class LedgerBuilder:
             return None
         return None
 
-    def _if(self, stmt: ast.If, frame: Frame, ctx: Ctx):
+    def _if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> Literal["return"] | ast.expr | None:
         self._expr(stmt.test, frame, ctx)
         test = resolve(stmt.test, frame)
         node = f"{frame.module.path}:{stmt.lineno}"
@@ -190,7 +197,7 @@ class LedgerBuilder:
             frame.models = {**frame.models, **after_then}
         return None
 
-    def _assign(self, stmt, frame: Frame, ctx: Ctx) -> None:
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, frame: Frame, ctx: Ctx) -> None:
         value = stmt.value
         if value is None:
             return
@@ -233,13 +240,15 @@ class LedgerBuilder:
                     self.events.pop()  # the `.to(dtype)` call on the right is this same upcast
                 self._event("upcast", target, frame, ctx, call=f"{ast.unparse(target)} = {text}", target_expr=target.value)
 
-    def _expr(self, expr: ast.expr, frame: Frame, ctx: Ctx, result_kept: bool = False, stored_into=()) -> None:
+    def _expr(
+        self, expr: ast.expr, frame: Frame, ctx: Ctx, result_kept: bool = False, stored_into: Sequence[ast.expr] = ()
+    ) -> None:
         """Record the calls of an expression in evaluation order."""
         for call, kept in _calls_in_order(expr, result_kept):
             self._call(call, frame, ctx, kept, stored_into if call is expr else ())
 
     # -- calls -------------------------------------------------------------
-    def _call(self, call: ast.Call, frame: Frame, ctx: Ctx, kept: bool, stored_into) -> None:
+    def _call(self, call: ast.Call, frame: Frame, ctx: Ctx, kept: bool, stored_into: Sequence[ast.expr]) -> None:
         callee = self._local_callee(call, frame)
         if callee is not None and ctx.depth < MAX_DEPTH and callee.node not in self._stack:
             before = len(self.events)
@@ -251,15 +260,16 @@ class LedgerBuilder:
         kind, facts = classify_call(call)
         if kind is None:
             return
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         if kind == "compile":
             style = facts.get("style")
             if facts.get("kit"):
                 extra["compile_style"] = "kit"
                 target = _first_arg(call, "model")
             elif style == "inplace":
+                assert isinstance(call.func, ast.Attribute)  # classify_call: `<module>.compile(...)`
                 extra["compile_style"] = "inplace"
-                target = call.func.value  # type: ignore[union-attr]
+                target = call.func.value
             else:
                 target = _first_arg(call, "model")
                 if target is not None and _looks_like_function(target):
@@ -301,7 +311,7 @@ class LedgerBuilder:
         params = [a.arg for a in callee.node.args.posonlyargs + callee.node.args.args]
         if callee.is_method and params:
             params = params[1:]
-        bound: dict[str, ast.expr] = dict(zip(params, call.args))
+        bound: dict[str, ast.expr] = dict(zip(params, call.args, strict=False))  # defaults, *args: lengths differ
         for kw in call.keywords:
             if kw.arg:
                 bound[kw.arg] = kw.value
@@ -311,15 +321,15 @@ class LedgerBuilder:
                 inner.models[name] = ident
             if aliasable(arg):
                 inner.aliases[name] = resolve(arg, frame)
-            elif dotted(arg) in frame.loops:
-                inner.loops[name] = frame.loops[dotted(arg)]
+            elif (key := dotted(arg)) is not None and key in frame.loops:
+                inner.loops[name] = frame.loops[key]
         inner.loops.update({k: v for k, v in frame.loops.items() if k not in bound})
         self._stack.append(callee.node)
         self._block(callee.node.body, inner, ctx.but(depth=ctx.depth + 1, via=ctx.via + (frame.module.segment(call),)))
         self._stack.pop()
 
-    def _event(self, kind: str, node: ast.AST, frame: Frame, ctx: Ctx, call: str | None = None,
-               target_expr: ast.expr | None = None, target_text: str | None = None, kit: bool = False, **extra) -> None:
+    def _event(self, kind: EventKind, node: ast.AST, frame: Frame, ctx: Ctx, call: str | None = None,
+               target_expr: ast.expr | None = None, target_text: str | None = None, kit: bool = False, **extra: Any) -> None:
         target = target_text
         ident = None
         if target_expr is not None:
@@ -330,7 +340,7 @@ class LedgerBuilder:
                 ident = identity(target_expr, frame)
         self.events.append(
             Event(
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
                 file=frame.module.path,
                 line=getattr(node, "lineno", 0),
                 call=call or frame.module.segment(node),

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
+from model_compile.ledger.models import EventKind
 from model_compile.parse.python import dotted
 
 # Model-kit methods and the step each performs.
-KIT_METHODS = {
+KIT_METHODS: dict[str, EventKind] = {
     "apply_model_compile": "compile",
     "apply_model_patches": "patch",
     "apply_freeze_policy": "freeze",
@@ -60,7 +62,7 @@ def call_name(call: ast.Call) -> tuple[str, str]:
     return full, ""
 
 
-def classify_call(call: ast.Call) -> tuple[str | None, dict]:
+def classify_call(call: ast.Call) -> tuple[EventKind | None, dict[str, Any]]:
     """The event kind of a call (or None) and extra facts (kit, style)."""
     full, last = call_name(call)
     receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from model_compile.discover.recipes import RecipeLocation
 from model_compile.discover.tree import SourceTree, read_text, unlisted_of
-from model_compile.ledger.builder import Callable_, LedgerBuilder
+from model_compile.ledger.builder import Callable_, LedgerBuilder, Resolver
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import RepoFacts
 from model_compile.parse.documentation import (
@@ -65,7 +65,7 @@ class RecipeContext:
         return any(d.source == "readme" and d.kind == kind for d in self.docs)
 
 
-def _resolver(ctx: RecipeContext):
+def _resolver(ctx: RecipeContext) -> Resolver:
     """Find recipe-local functions by name from a module's own defs and imports."""
 
     cache: dict[tuple[str, str], Callable_ | None] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from model_compile.parse.models import Documentation, Suppression
-from model_compile.vocabulary import DOC_KINDS
+from model_compile.vocabulary import DocKind, is_doc_kind
 
 COMMENT_RE = re.compile(
     r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
@@ -23,7 +23,7 @@ IGNORE_RE = re.compile(
 )
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 # Kind words as people write them in prose.
-KIND_WORDS = {
+KIND_WORDS: dict[DocKind, re.Pattern[str]] = {
     "submodule": re.compile(r"\bsub-?modules?\b", re.I),
     "graph-break": re.compile(r"\bgraph[- ]breaks?\b|compiler\.disable", re.I),
     "post-wrap": re.compile(r"\bpost-wrap\b|\bafter (distributed )?wrapping\b", re.I),
@@ -35,14 +35,14 @@ KIND_WORDS = {
 MIN_REASON_WORDS = 3
 
 
-def parse_comment(text: str) -> tuple[str, str] | None:
+def parse_comment(text: str) -> tuple[DocKind, str] | None:
     """(kind, reason) from a comment body, or None."""
     m = COMMENT_RE.search(text)
     if not m:
         return None
     kind = m.group("kind").lower()
     reason = (m.group("reason") or "").strip()
-    if kind not in DOC_KINDS:
+    if not is_doc_kind(kind):
         return None
     return kind, reason
 

@@ -9,6 +9,7 @@ Base classes defined in the same file are searched too; type aliases
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any
 
 from model_compile.parse.models import FieldFact, SchemaFacts
@@ -30,12 +31,12 @@ def _aliases(mod: PyModule) -> dict[str, ast.expr]:
         elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
             if dotted(n.annotation) in ("TypeAlias", "typing.TypeAlias"):
                 out[n.target.id] = n.value
-        elif getattr(ast, "TypeAlias", None) and isinstance(n, ast.TypeAlias):
+        elif sys.version_info >= (3, 12) and isinstance(n, ast.TypeAlias):
             out[n.name.id] = n.value
     return out
 
 
-def _fields(cls: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str] | None = None) -> dict:
+def _fields(cls: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str] | None = None) -> dict[str, ast.AnnAssign]:
     """name -> AnnAssign, including bases defined in the same file (subclass wins)."""
     seen = seen or set()
     if cls.name in seen:
@@ -109,7 +110,7 @@ def _literal_values(annotation: ast.expr, aliases: dict[str, ast.expr], depth: i
     return None
 
 
-def _field_type(stmt: ast.AnnAssign, classes: dict[str, ast.ClassDef], aliases) -> ast.ClassDef | None:
+def _field_type(stmt: ast.AnnAssign, classes: dict[str, ast.ClassDef], aliases: dict[str, ast.expr]) -> ast.ClassDef | None:
     for name in _type_names(stmt.annotation, aliases):
         if name in classes:
             return classes[name]
@@ -124,7 +125,7 @@ def _field_type(stmt: ast.AnnAssign, classes: dict[str, ast.ClassDef], aliases) 
 def _root_class(classes: dict[str, ast.ClassDef], preferred: str | None) -> ast.ClassDef | None:
     if preferred and preferred in classes:
         return classes[preferred]
-    referenced = set()
+    referenced: set[str] = set()
     for cls in classes.values():
         for stmt in cls.body:
             if isinstance(stmt, ast.AnnAssign):

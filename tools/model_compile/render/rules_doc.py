@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-def rules_markdown(rules) -> str:
+if TYPE_CHECKING:
+    from model_compile.rules.base import Rule
+
+
+def rules_markdown(rules: Sequence[type[Rule]]) -> str:
     out = [
         "# model-compile rules",
         "",

@@ -12,6 +12,7 @@ from model_compile import __version__
 from model_compile.findings.models import RecipeReport, Report
 from model_compile.report.hardfacts import HardFacts, planned_layers, read_hard
 from model_compile.report.models import (
+    FindingStatus,
     LayerRow,
     RecipeSection,
     ReportFinding,
@@ -26,7 +27,7 @@ from model_compile.rules.finding import SEVERITY_ORDER, Finding
 NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reached")
 
 
-def to_report_finding(f: Finding, status: str | None = None) -> ReportFinding:
+def to_report_finding(f: Finding, status: FindingStatus | None = None) -> ReportFinding:
     """A Finding in the report's terms (suppression kept as the rule stage set it)."""
     return ReportFinding(**f.model_dump(), status=status)
 

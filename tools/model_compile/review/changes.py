@@ -18,10 +18,10 @@ import git
 from gitdb.exc import BadName, BadObject
 
 from model_compile.discover.recipes import group_files
-from model_compile.discover.tree import is_binary
+from model_compile.discover.tree import SourceTree, is_binary
 from model_compile.errors import InputError
 from model_compile.review.gittree import GitTree, WorkTree
-from model_compile.review.models import ChangedFile
+from model_compile.review.models import ChangedFile, FileChange, FileKind
 
 KIT_MARKER = b"def apply_model_compile"
 
@@ -140,12 +140,13 @@ def _hunk_lines(patch: bytes) -> list[int]:
     return sorted(lines)
 
 
-def classify(path: str, kit_files: set[str]) -> tuple[str | None, str]:
+def classify(path: str, kit_files: set[str]) -> tuple[str | None, FileKind]:
     """(recipe, kind) of one path."""
     parts = path.split("/")
     if len(parts) >= 3 and parts[0] == "recipes":
         rest = "/".join(parts[2:])
         lower = rest.lower()
+        kind: FileKind
         if rest.startswith("engine/"):
             kind = "engine"
         elif rest.startswith("configs/"):
@@ -213,7 +214,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     """The changed files between the two sides, rename-aware."""
     base_commit = repo.commit(base.commit)
     other = None if head.is_worktree else repo.commit(head.commit)
-    if not head.is_worktree and other.hexsha == base_commit.hexsha:
+    if other is not None and other.hexsha == base_commit.hexsha:  # None: the working tree
         return []
     try:
         diffs = base_commit.diff(other, create_patch=True, unified=0)
@@ -223,6 +224,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     seen: set[str] = set()
     for d in diffs:
         a, b = d.a_path, d.b_path
+        change: FileChange
         if d.new_file:
             change, path, old = "added", b, None
         elif d.deleted_file:
@@ -281,7 +283,7 @@ def _changed_by_difflib(old: bytes, new: bytes) -> list[int]:
     return sorted(lines)
 
 
-def recipe_names(tree) -> Counter:
+def recipe_names(tree: SourceTree) -> Counter[str]:
     """Recipe folders (`recipes/<name>/` holding at least one file) -> how many files."""
     return Counter({name: len(files) for name, files in group_files(tree).items()})
 

@@ -7,6 +7,8 @@ from collections import Counter
 
 from model_compile.findings.models import RecipeReport
 from model_compile.ledger.compiled_scope import scope_changes
+from model_compile.ledger.models import Event, Ledger
+from model_compile.ledger.repo import KitFacts
 from model_compile.review.models import (
     DiffFinding,
     EventView,
@@ -23,7 +25,7 @@ _ORDERED_KINDS = ("build", "patch", "freeze", "upcast", "checkpointing", "graph_
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 
 
-def step_name(event) -> str:
+def step_name(event: Event) -> str:
     """Short name of an event: the callee (`parallelize_model`), else its kind."""
     call = re.sub(r"^\s*(return\s+|[\w.\[\]'\"]+(\s*,\s*[\w.]+)*\s*=(?!=)\s*)", "", event.call or "")
     m = _CALL.search(call)
@@ -57,7 +59,9 @@ def side_view(report: RecipeReport | None) -> Side | None:
     )
 
 
-def _pair_ledgers(before: RecipeReport, after: RecipeReport):
+def _pair_ledgers(
+    before: RecipeReport, after: RecipeReport
+) -> tuple[list[tuple[Ledger, Ledger]], list[Ledger], list[Ledger]]:
     b = {lg.engine_class: lg for lg in before.ledger}
     a = {lg.engine_class: lg for lg in after.ledger}
     pairs = [(b[k], a[k]) for k in b if k in a]
@@ -79,7 +83,7 @@ def _cond(conds: list[str]) -> str:
     return " and ".join(conds) if conds else "always"
 
 
-def _order_changes(before_events, after_events, bc, ac) -> list[str]:
+def _order_changes(before_events: list[Event], after_events: list[Event], bc: Event, ac: Event) -> list[str]:
     """Which steps moved from one side of compile to the other."""
     bi, ai = before_events.index(bc), after_events.index(ac)
     before_names = {step_name(e): i < bi for i, e in enumerate(before_events) if e.kind in _ORDERED_KINDS}
@@ -159,8 +163,8 @@ def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str
     for key in COMPILE_FIELDS:
         b, a = bf.get(key), af.get(key)
         bp, ap = bool(b and b.present), bool(a and a.present)
-        bv = (b.default if b.default is not None else b.default_text) if bp else None
-        av = (a.default if a.default is not None else a.default_text) if ap else None
+        bv = (b.default if b.default is not None else b.default_text) if bp and b is not None else None
+        av = (a.default if a.default is not None else a.default_text) if ap and a is not None else None
         if bp != ap or bv != av:
             out.append(
                 ValueChange(
@@ -171,13 +175,13 @@ def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str
     bstages = {path_map.get(s.file, s.file): s for s in before.config.stages}
     astages = {s.file: s for s in after.config.stages}
     for file in sorted(set(bstages) | set(astages)):
-        b, a = bstages.get(file), astages.get(file)
-        if b is None or a is None:
-            out.append(ValueChange(where=file, field="(stage)", before="present" if b else "(absent)", after="present" if a else "(absent)"))
+        sb, sa = bstages.get(file), astages.get(file)
+        if sb is None or sa is None:
+            out.append(ValueChange(where=file, field="(stage)", before="present" if sb else "(absent)", after="present" if sa else "(absent)"))
             continue
         for key in COMPILE_FIELDS:
-            bv = b.values.get(key, "(unset)")
-            av = a.values.get(key, "(unset)")
+            bv = sb.values.get(key, "(unset)")
+            av = sa.values.get(key, "(unset)")
             if bv != av:
                 out.append(ValueChange(where=file, field=key, before=bv, after=av))
     return out
@@ -242,7 +246,7 @@ def split_findings(
         else:
             fixed.append(df)
 
-    def key(f: DiffFinding):
+    def key(f: DiffFinding) -> tuple[bool, bool, int, str, int, str]:
         return (not f.on_changed_line, not f.near_change, SEVERITY_ORDER.get(f.severity, 9), f.file, f.line, f.rule)
 
     return sorted(new, key=key), sorted(fixed, key=key), sorted(superseded, key=key), sorted(unchanged, key=key)
@@ -274,7 +278,7 @@ def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
     return None
 
 
-def kit_changes(before: list, after: list, path_map: dict[str, str]) -> list[str]:
+def kit_changes(before: list[KitFacts], after: list[KitFacts], path_map: dict[str, str]) -> list[str]:
     """Differences between the kits' `apply_model_compile` facts (KitFacts) of two sides."""
     out: list[str] = []
     b = {(path_map.get(k.file, k.file), k.class_name): k for k in before}
@@ -283,6 +287,7 @@ def kit_changes(before: list, after: list, path_map: dict[str, str]) -> list[str
         kb, ka = b.get(key), a.get(key)
         where = f"{key[1]}.apply_model_compile ({key[0]})"
         if kb is None:
+            assert ka is not None  # the key comes from one side or the other
             out.append(f"{where} added ({'in place' if ka.in_place else 'NOT in place'})")
         elif ka is None:
             out.append(f"{where} removed")

@@ -93,6 +93,7 @@ class WorkTree:
 
     def __init__(self, repo: git.Repo):
         self.repo = repo
+        assert repo.working_tree_dir is not None  # open_repo() refuses bare repositories
         self.root = Path(repo.working_tree_dir)
         self._files: list[str] | None = None
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import git
+
 from model_compile import __version__
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
@@ -18,7 +20,7 @@ from model_compile.review.compare import (
     split_findings,
 )
 from model_compile.review.gittree import open_repo
-from model_compile.review.models import DiffReport, RecipeDiff, Revision
+from model_compile.review.models import ChangedFile, DiffReport, RecipeDiff, RecipeStatus, Revision
 from model_compile.rules.finding import Finding
 
 Analyzer = Callable[[SourceTree, "list[str] | None"], Report]
@@ -54,7 +56,7 @@ def review(
         repo.close()
 
 
-def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
+def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyzer, repo_label: str) -> DiffReport:
     base_side, head_side, notes = ch.resolve(repo, base, head)
     files = ch.collect(repo, base_side, head_side)
     report = DiffReport(
@@ -79,13 +81,14 @@ def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
     report.kit_changed = bool(report.kit_files)
 
     # (head name or None, base name or None) for every touched recipe.
-    touched: dict[tuple[str | None, str | None], list] = {}
+    touched: dict[tuple[str | None, str | None], list[ChangedFile]] = {}
     for f in files:
-        names = []
+        names: list[str] = []
         if f.recipe:
             names.append(f.recipe)
         if f.old_recipe and f.old_recipe != f.recipe:
             names.append(f.old_recipe)
+        key: tuple[str | None, str | None]
         for n in names:
             if n in renames:
                 key = (renames[n], n)
@@ -120,6 +123,7 @@ def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
     diffs: list[RecipeDiff] = []
     for (hname, bname), rfiles in sorted(touched.items(), key=lambda kv: (kv[0][0] or kv[0][1] or "")):
         hr, br = heads.get(hname) if hname else None, bases.get(bname) if bname else None
+        status: RecipeStatus
         if hname and bname and hname != bname:
             status = "renamed"
         elif hname and not bname:
@@ -130,8 +134,10 @@ def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
             status = "modified"
         else:
             status = "kit"
+        name = hname or bname
+        assert name is not None  # every touched key names the recipe on at least one side
         d = RecipeDiff(
-            name=hname or bname,
+            name=name,
             old_name=bname if status == "renamed" else None,
             status=status,
             files=sorted({id(f): f for f in rfiles}.values(), key=lambda f: f.path),
@@ -163,9 +169,11 @@ def _review(repo, base, head, analyze: Analyzer, repo_label: str) -> DiffReport:
         report.notes.append(f"{quiet} finding(s) suppressed by ignore comments are not compared")
     by_recipe = {d.name: d for d in diffs}
     for bucket, attr in ((new, "new"), (fixed, "fixed"), (superseded, "superseded"), (unchanged, "unchanged")):
-        for f in bucket:
-            name = renames.get(f.recipe, f.recipe) if attr in ("fixed", "superseded") else f.recipe
-            if name in by_recipe:
-                setattr(by_recipe[name], attr, getattr(by_recipe[name], attr) + 1)
+        for df in bucket:
+            recipe = df.recipe
+            if recipe is not None and attr in ("fixed", "superseded"):
+                recipe = renames.get(recipe, recipe)
+            if recipe in by_recipe:
+                setattr(by_recipe[recipe], attr, getattr(by_recipe[recipe], attr) + 1)
     report.exit_code = 1 if any(f.severity == "error" for f in new) else 0
     return report

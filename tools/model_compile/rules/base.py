@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -40,7 +40,7 @@ class Example:
     schema: str | None = None
     stages: dict[str, str] | None = None
     readme: str | None = None
-    files: dict[str, str] = field(default_factory=dict)
+    files: Mapping[str, str | bytes] = field(default_factory=dict)  # bytes: e.g. a file that is not UTF-8
     note: str = ""
 
 

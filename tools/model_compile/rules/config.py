@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
@@ -107,6 +106,8 @@ class InvalidCompileValue(Rule):
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         schema = ctx.config.schema_
+        if schema.file is None:  # no schema file: no fields either
+            return
         for name in ("backend", "mode"):
             fact = schema.fields.get(name)
             if fact and fact.present:
@@ -205,7 +206,12 @@ class EnabledWithoutIntent(Rule):
             return
         schema = ctx.config.schema_
         enabled = schema.fields.get("enabled")
-        if enabled and enabled.default is True and not ctx.documented("enabled", schema.file or "", enabled.line or 0):
+        if (
+            enabled
+            and schema.file is not None  # always, when it has fields
+            and enabled.default is True
+            and not ctx.documented("enabled", schema.file, enabled.line or 0)
+        ):
             overridden = [s.name for s in ctx.config.stages if s.values.get("enabled") is False]
             extra = f" (every stage sets false: {', '.join(overridden)})" if overridden and len(overridden) == len(ctx.config.stages) else ""
             yield self.finding(
@@ -355,6 +361,8 @@ class UntypedCompileChoice(Rule):
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         schema = ctx.config.schema_
+        if schema.file is None:  # no schema file: no fields either
+            return
         for name in ("backend", "mode"):
             fact = schema.fields.get(name)
             if fact and fact.present and _plain_str(fact):

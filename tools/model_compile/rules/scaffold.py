@@ -158,18 +158,20 @@ def render_example(ex: Example, prefix: str = "recipes/example") -> tuple[dict[s
         f"{prefix}/model/__init__.py": MODEL_INIT,
         f"{prefix}/README.md": ex.readme if ex.readme is not None else README,
     }
-    for name, text in (ex.stages if ex.stages is not None else {"train": STAGE}).items():
-        files[f"{prefix}/configs/{name}.yaml"] = text
-    for path, text in ex.files.items():
-        files[path if "/" in path and path.startswith(("recipes/", "example_engine/")) else f"{prefix}/{path}"] = text
+    for name, stage in (ex.stages if ex.stages is not None else {"train": STAGE}).items():
+        files[f"{prefix}/configs/{name}.yaml"] = stage
+    for path, data in ex.files.items():
+        files[path if "/" in path and path.startswith(("recipes/", "example_engine/")) else f"{prefix}/{path}"] = data
     marks: list[Mark] = []
     for path, text in files.items():
-        pattern = _MARKER_RE_BYTES if isinstance(text, bytes) else MARKER_RE
-        newline = b"\n" if isinstance(text, bytes) else "\n"
-        for m in pattern.finditer(text):
-            rule = m.group(1).decode() if isinstance(text, bytes) else m.group(1)
-            marks.append(Mark(path, text.count(newline, 0, m.start()) + 1, rule))
-        files[path] = pattern.sub(b"" if isinstance(text, bytes) else "", text)
+        if isinstance(text, bytes):  # a file that is not text (e.g. not UTF-8): the same, in bytes
+            for mb in _MARKER_RE_BYTES.finditer(text):
+                marks.append(Mark(path, text.count(b"\n", 0, mb.start()) + 1, mb.group(1).decode()))
+            files[path] = _MARKER_RE_BYTES.sub(b"", text)
+        else:
+            for m in MARKER_RE.finditer(text):
+                marks.append(Mark(path, text.count("\n", 0, m.start()) + 1, m.group(1)))
+            files[path] = MARKER_RE.sub("", text)
     return files, marks
 
 

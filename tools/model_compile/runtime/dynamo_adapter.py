@@ -32,9 +32,10 @@ import os
 import platform
 import statistics
 import time
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -42,12 +43,15 @@ from torch import nn
 from model_compile.runtime import RUNTIME_DIR_ENV, RUNTIME_SCHEMA
 from model_compile.runtime.targets import check_targets
 
+if TYPE_CHECKING:
+    from torch.profiler import profile
+
 ORIG_MOD = "_orig_mod."
 _REGION_EVENT = "Torch-Compiled Region"
 _LIMIT_MARKERS = ("hit config.recompile_limit", "hit config.cache_size_limit", "hit config.accumulated_")
 
 
-def _counters():
+def _counters() -> defaultdict[str, Counter[str]]:
     from torch._dynamo.utils import counters
 
     return counters
@@ -108,12 +112,12 @@ def unwrap(model: nn.Module) -> nn.Module:
         seen += 1
         if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
             model = model._orig_mod
-        elif isinstance(getattr(model, "module", None), nn.Module) and type(model).__name__ in (
+        elif isinstance(inner := getattr(model, "module", None), nn.Module) and type(model).__name__ in (
             "DistributedDataParallel",
             "FullyShardedDataParallel",
             "DataParallel",
         ):
-            model = model.module
+            model = inner
         else:
             break
     return model
@@ -187,7 +191,7 @@ class RuntimeProbe:
         self.region_events: dict[str, int] = {}
         self._step_index = 0
         self._t0: float | None = None
-        self._profiler = None
+        self._profiler: profile | None = None
         self._handler = _LimitHandler()
         self._base_breaks: dict[str, int] = {}
         self._base_stats: dict[str, int] = {}
