@@ -130,3 +130,13 @@ def test_every_rule_has_a_near_miss_valid_example(rule):
     canonical = example_files(Example())
     near = [ex for ex in rule.VALID if example_files(ex) != canonical]
     assert near, f"{rule.id} needs a VALID example close to an INVALID one, beyond the canonical recipe"
+
+
+def test_no_compile_hint_respects_a_readme_that_opts_out_of_the_kit():
+    from model_compile.rules.structure import NoCompileSupport
+
+    example = next(ex for ex in NoCompileSupport.INVALID if ex.readme)
+    (hit,) = [f for f in _run(example).all_findings() if f.rule == "MC100"]
+    assert "does not use the kit: ask" in hit.fix and "--path submodule" in hit.fix
+    (plain,) = [f for f in _run(NoCompileSupport.INVALID[0]).all_findings() if f.rule == "MC100"]
+    assert plain.fix.endswith("--path kit")

@@ -189,3 +189,17 @@ def test_another_path_is_refused_without_switch(repo):
     assert code == 0, err
     assert "switching from kit (model) to fallback:regional (--switch)" in err
     assert 'COMPILE_PATH = "fallback:regional"' in (repo / SKILL / "asserts.py").read_text()  # ours: re-rendered
+
+
+def test_parity_test_is_not_generated_when_the_engine_lacks_its_hooks(tmp_path: Path) -> None:
+    """An engine whose base (in the repository) defines no get_batch/compute_loss gets no parity test that
+    could only fail; the output says why and the impact layer stays missing."""
+    root = make_repo(tmp_path, use_git=False)
+    (root / "toykit" / "engine.py").write_text(
+        '"""Base engine."""\n\n\nclass Engine:\n    """Base."""\n\n    def __init__(self, config):\n        self.config = config\n'
+    )
+    code, out, err = run_generate(str(root / RECIPE_REL), "--path", "kit", "--write")
+    assert code == 0, err
+    assert "parity test not generated: ToyVLMEngine has no get_batch, compute_loss" in err + out
+    assert not (root / RECIPE_REL / "tests" / "skills" / "model-compile" / "test_compile_parity.py").exists()
+    assert (root / RECIPE_REL / "tests" / "skills" / "model-compile" / "asserts.py").exists()

@@ -117,3 +117,13 @@ def test_readme_without_launcher_points_at_the_stage_yaml(repo):
     # the section documents the fallback, never an intentional `enabled: true` default (MC203 stays live)
     kinds = {d.kind for d in analyze_path(repo / RECIPE_REL).recipes[0].documentation if d.source == "readme"}
     assert "submodule" in kinds and "enabled" not in kinds
+
+
+def test_a_long_compile_call_is_split_one_argument_a_line():
+    from model_compile.generate.snippets import fit_calls
+
+    block = "if c.enabled:\n    model.model.language_model.compile(backend=c.backend, mode=c.mode)\n"
+    assert fit_calls(block, 8, 120) == block
+    assert fit_calls(block, 8, 60) == (
+        "if c.enabled:\n    model.model.language_model.compile(\n        backend=c.backend,\n        mode=c.mode,\n    )\n"
+    )

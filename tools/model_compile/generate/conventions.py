@@ -120,6 +120,43 @@ def base_init(root: Path, engine_file: Path, class_name: str) -> BaseInit | None
     return BaseInit(qualname, None, None)  # an annotation we cannot import the same way: leave it out
 
 
+def engine_methods(root: Path, engine_file: Path, class_name: str) -> set[str] | None:
+    """Methods `class_name` defines or inherits through bases found statically; None when a base cannot be read."""
+    try:
+        tree = ast.parse(_read(engine_file))
+        current = ".".join(engine_file.resolve().relative_to(root.resolve()).with_suffix("").parts)
+    except (SyntaxError, ValueError):
+        return None
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    module, is_package = current, engine_file.name == "__init__.py"
+    methods: set[str] = set()
+    for _ in range(MAX_HOPS):
+        if cls is None:
+            return None
+        methods |= {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if not cls.bases:
+            return methods
+        base = cls.bases[0]
+        if not isinstance(base, ast.Name):
+            return None
+        local = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == base.id), None)
+        if local is not None:
+            cls = local
+            continue
+        source = _imports(tree, module, is_package).get(base.id)
+        if source is None:
+            return None
+        top = source[0].split(".")[0]
+        if not ((root / top).is_dir() or (root / f"{top}.py").is_file()):
+            return methods  # a base from outside the repository (ABC, nn.Module): no recipe hooks there
+        found = _find_class(root, *source)
+        if found is None:
+            return None
+        cls, module, tree = found
+        is_package = False
+    return None
+
+
 def compile_class_docstring(root: Path, recipe: Path, class_name: str) -> str:
     """The docstring sibling recipes give their compile config class, for this recipe."""
     prefix = class_name.removesuffix("CompileConfig") or recipe.name

@@ -88,7 +88,7 @@ def build_plan(opts: Options) -> Plan:
         engines.append((path, text, own, engine_edit.facts(module, own, files.rel(path), files.rel(files.recipe))))
     if not engines:
         raise InputError(f"no engine class with prepare_model() in {files.rel(files.recipe)}")
-    first = engines[0][3]
+    first_path, first = engines[0][0], engines[0][3]
     model_var = first.model_var
 
     choice = None
@@ -151,7 +151,7 @@ def build_plan(opts: Options) -> Plan:
             reason_lines = wrap_reason(opts.reason, opts.path, body_indent(text) + 4, repo_text.line_length)
         block = r.block(
             opts.path, model_var=fx.model_var, kit_attr=kit_attr, target=target, reason=opts.reason,
-            reason_lines=reason_lines,
+            reason_lines=reason_lines, indent=body_indent(text), line_length=repo_text.line_length,
         )
         plan.snippets["compile_block"] = block
         result = engine_edit.edit_engine(
@@ -219,6 +219,13 @@ def build_plan(opts: Options) -> Plan:
     root_class = _root_config_class(schema_text, first.config_class)
     context = recipe_tests_context(files, opts, plan, first, style, root_class)
     rendered = planned_recipe_tests(context, override)
+    missing_hooks = _missing_parity_hooks(files, first_path, first.class_name)
+    if missing_hooks:  # a parity test that calls what the engine lacks would only fail: say so instead
+        rendered = {k: v for k, v in rendered.items() if not k.endswith("test_compile_parity.py")}
+        plan.notes.append(
+            f"parity test not generated: {first.class_name} has no {', '.join(missing_hooks)} (the template's batch "
+            "and loss hooks); the impact layer stays missing until the recipe has them (or a parity test of its own)"
+        )
     compile_path = requested_path(opts.path)
     for tests in (
         plan_skill_tests(files.recipe, rendered, compile_path=compile_path, force=opts.force, root=files.root, rel_of=files.rel),
@@ -244,6 +251,17 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
+
+
+PARITY_HOOKS = ("get_batch", "compute_loss")  # what templates/recipe_tests/test_compile_parity.py.j2 calls
+
+
+def _missing_parity_hooks(files: locate.RecipeFiles, engine_file: Path, class_name: str) -> list[str]:
+    """The parity template's engine hooks the engine class does not define or inherit (statically)."""
+    methods = conventions.engine_methods(files.root, engine_file, class_name)
+    if methods is None:  # a base we cannot read: assume the hooks may be there
+        return []
+    return [name for name in PARITY_HOOKS if name not in methods]
 
 
 def _compile_class(

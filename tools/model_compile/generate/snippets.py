@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,12 @@ class Renderer:
         target: str,
         reason: str | None,
         reason_lines: list[str] | None = None,
+        indent: int = 0,
+        line_length: int | None = None,
     ) -> str:
-        """The compile block; `reason_lines` is the reason wrapped to the repo's line length."""
-        return self.render(
+        """The compile block; `reason_lines` is the reason wrapped to the repo's line length, and a
+        compile call that would pass `line_length` once inserted at `indent` is split one argument a line."""
+        text = self.render(
             f"compile/{path_kind}.py.j2",
             config_expr=CONFIG_EXPR,
             model_var=model_var,
@@ -41,6 +45,7 @@ class Renderer:
             reason_lines=reason_lines or [reason or ""],
             kind=path_kind,
         )
+        return fit_calls(text, indent, line_length) if line_length else text
 
     def kit_attr(self, kit_attr: str, kit_class: str) -> str:
         return self.render("compile/kit_attr.py.j2", kit_attr=kit_attr, kit_class=kit_class)
@@ -94,3 +99,24 @@ class Renderer:
             tests_note=cmds.get("tests_note", ""),
             stage_file=cmds.get("stage_file", "configs/<stage>.yaml"),
         )
+
+
+_CALL = re.compile(r"^(?P<ws>[ \t]*)(?P<head>[^#\n]*\()(?P<args>[^()\n]*)\)(?P<tail>[ \t]*)$")
+
+
+def fit_calls(block: str, indent: int, line_length: int) -> str:
+    """Split each call line of `block` that would be longer than `line_length` once indented by `indent`
+    into one argument a line with a trailing comma, as ruff format and black write it."""
+    out: list[str] = []
+    for line in block.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        m = _CALL.match(body)
+        if m is None or indent + len(body) <= line_length or "," not in m["args"]:
+            out.append(line)
+            continue
+        ws, end = m["ws"], line[len(body) :]
+        args = [a.strip() for a in m["args"].split(",") if a.strip()]
+        out.append(f"{ws}{m['head']}{end}")
+        out.extend(f"{ws}    {a},{end}" for a in args)
+        out.append(f"{ws}){end}")
+    return "".join(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
@@ -96,7 +97,22 @@ class NoCompileSupport(Rule):
             schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
             "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
             stages={"train": "model:\n  path: x\n"},
-        )
+        ),
+        Example(
+            engine=mark(
+                engine_text(
+                    "model = build_example_model(self.config.model).to(self.device)\n"
+                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+                ),
+                "def prepare_model(self):",
+                "MC100",
+            ),
+            schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
+            "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
+            stages={"train": "model:\n  path: x\n"},
+            readme="# Example\n\nThis recipe intentionally does not use the kit layer.\n",
+            note="README opts out of the kit: the hint asks and offers a recipe-local path",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -106,14 +122,25 @@ class NoCompileSupport(Rule):
             return
         ledger = ctx.ledgers[0]
         path = ctx.loc.display_path
+        fix = f"model-compile generate {path} --path kit"
+        if ctx.readme and KIT_OPT_OUT.search(ctx.readme):
+            fix = (
+                "its README says it does not use the kit: ask before adding it; a recipe-local compile is "
+                f"`model-compile generate {path} --path submodule --target <module> --reason \"...\"` "
+                f"(or the kit anyway: `{fix}`)"
+            )
         yield self.finding(
             ctx,
             ledger.file,
             ledger.line,
             f"{ledger.engine_class}.prepare_model() does not compile and the schema has no model.compile section",
-            fix=f"model-compile generate {path} --path kit",
+            fix=fix,
             subject=f"{ledger.engine_class}.prepare_model",
         )
+
+
+# A README that says the recipe stays off the kit layer ("does not use the kit", "without the kit").
+KIT_OPT_OUT = re.compile(r"\b(?:does not|doesn't|do not|never)\s+uses?\s+the\s+(?:model\s+)?kit|\bwithout\s+the\s+(?:model\s+)?kit\b", re.I)
 
 
 class SuppressionWithoutReason(Rule):
