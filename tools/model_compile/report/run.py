@@ -100,7 +100,7 @@ def _branch_base(root: Path) -> tuple[str | None, list[str]]:
         bases = repo.merge_base(head, branch)
         if not bases or bases[0].hexsha == head.hexsha:
             return None, []
-        return bases[0].hexsha[:12], [f"base is the merge base of HEAD with {branch}; head is the working tree"]
+        return bases[0].hexsha[:12], [f"base is the merge base of HEAD with {branch} (head: the working tree, or HEAD when it is clean)"]
     except (ValueError, git.GitCommandError):
         return None, []
     finally:
