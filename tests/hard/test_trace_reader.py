@@ -64,3 +64,24 @@ def test_one_rank_breaks_recompiles_limit_and_time(tmp_path: Path):
 def test_no_trace_says_so(tmp_path: Path):
     summary = read_trace(tmp_path / "absent")
     assert summary.ranks == [] and "no trace log" in summary.note
+
+
+def test_gaps_come_from_the_trace_when_the_recipe_has_no_runtime_record():
+    """A recipe with its own asserts (no model-compile hooks) still gets breaks and recompiles in its gaps."""
+    from model_compile.hard.models import Environment, HardReport, RankTrace, TraceSummary
+    from model_compile.hard.verdict import find_gaps
+
+    trace = TraceSummary(
+        ranks=[
+            RankTrace(rank="1", log="b.log", graph_breaks=["m.py:9: x"]),
+            RankTrace(rank="0", log="a.log", graph_breaks=["m.py:3: .item()", "m.py:5: print"],
+                      recompiles=["0/1: tensor 'x' size mismatch"], recompile_limit_hits=["f"]),
+        ]
+    )
+    report = HardReport(version="0", kind="cpu-only runtime checks", recipe="r", repo_root="/", out_dir="/o",
+                        environment=Environment(python="3.12", executable="/p", label="cpu-only", cpu_only=True),
+                        traces={"smoke": trace})
+    gaps = find_gaps(report)
+    assert any(g.startswith("2 graph breaks [smoke, rank 0 of 2 (TORCH_TRACE)]") for g in gaps), gaps
+    assert any(g.startswith("1 recompiles [smoke, rank 0") for g in gaps)
+    assert any("recompile_limit hit [smoke" in g for g in gaps)

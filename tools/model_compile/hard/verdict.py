@@ -58,6 +58,8 @@ def find_gaps(report: HardReport) -> list[str]:
         gaps.append(f"{rec.count} recompiles" + (f" (first: {first[0].strip()[:120]})" if first else ""))
     if rt.recompile_limit.hit:
         gaps.append("recompile_limit hit: frames fell back to eager")
+    if report.runtime is None:  # no in-process record (the recipe's asserts are not ours): the trace still counts
+        gaps.extend(_trace_gaps(report))
     timing = rt.timing
     if timing.first_step_s is not None:
         gaps.append(
@@ -65,3 +67,21 @@ def find_gaps(report: HardReport) -> list[str]:
             + (" (CPU timings; no speedup claimed)" if report.environment.cpu_only else "")
         )
     return gaps
+
+
+def _trace_gaps(report: HardReport) -> list[str]:
+    """Graph breaks, recompiles and recompile-limit hits per traced layer, from TORCH_TRACE (rank 0 first)."""
+    out: list[str] = []
+    for layer, trace in report.traces.items():
+        ranks = sorted(trace.ranks, key=lambda r: r.rank)
+        if not ranks:
+            continue
+        first = ranks[0]
+        where = f"{layer}, rank {first.rank} of {len(ranks)} (TORCH_TRACE)"
+        if first.graph_breaks:
+            out.append(f"{len(first.graph_breaks)} graph breaks [{where}] (first: {first.graph_breaks[0][:120]})")
+        if first.recompiles:
+            out.append(f"{len(first.recompiles)} recompiles [{where}] (first: {first.recompiles[0][:120]})")
+        if first.recompile_limit_hits:
+            out.append(f"recompile_limit hit [{where}]: frames fell back to eager")
+    return out
