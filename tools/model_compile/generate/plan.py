@@ -28,7 +28,7 @@ from model_compile.ledger.compiled_scope import planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
 from model_compile.recipe_tests import default_context, planned_recipe_tests
-from model_compile.vocabulary import BACKENDS, FALLBACK_KINDS, MODES
+from model_compile.vocabulary import FALLBACK_KINDS
 
 
 @dataclass
@@ -268,15 +268,12 @@ def _compile_class(
     r: Renderer, files: locate.RecipeFiles, style: RepoStyle, name: str, base: str, cfg: str | None, opts: Options
 ) -> str:
     """The compile config class, with the docstring sibling recipes give theirs, in the repo's style."""
-    return r.render(
-        "config/compile_config.py.j2",
-        class_name=name,
-        base_class=base,
-        config_dict=cfg,
-        backends=list(BACKENDS),
-        modes=list(MODES),
-        backend=opts.backend,
-        mode=opts.mode,
+    return r.compile_class(
+        name,
+        base,
+        cfg,
+        opts.backend,
+        opts.mode,
         docstring=conventions.compile_class_docstring(files.root, files.recipe, name),
         line_length=style.line_length,
         quote=style.quote,

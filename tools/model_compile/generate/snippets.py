@@ -55,7 +55,19 @@ class Renderer:
             "compile/kit_init.py.j2", kit_attr=kit_attr, kit_class=kit_class, config_annotation=config_annotation
         )
 
-    def compile_class(self, class_name: str, base: str, config_dict: str | None, backend: str, mode: str) -> str:
+    def compile_class(
+        self,
+        class_name: str,
+        base: str,
+        config_dict: str | None,
+        backend: str,
+        mode: str,
+        *,
+        docstring: str,
+        line_length: int,
+        quote: str,
+    ) -> str:
+        """The compile config class (Literal-typed backend/mode), with its docstring, in the repo's style."""
         return self.render(
             "config/compile_config.py.j2",
             class_name=class_name,
@@ -65,6 +77,9 @@ class Renderer:
             modes=list(MODES),
             backend=backend,
             mode=mode,
+            docstring=docstring,
+            line_length=line_length,
+            quote=quote,
         )
 
     def compile_field(self, class_name: str) -> str:

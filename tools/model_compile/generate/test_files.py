@@ -21,6 +21,7 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile.errors import InputError
+from model_compile.generate.cst_util import assigned_name
 from model_compile.generate.import_order import insert_import
 from model_compile.recipe_tests import MARKER
 
@@ -50,13 +51,7 @@ def _constant(text: str, name: str) -> str | None:
 def _defined(stmt: cst.CSTNode) -> str | None:
     if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
         return stmt.name.value
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        small = stmt.body[0]
-        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-            return small.targets[0].target.value
-        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-            return small.target.value
-    return None
+    return assigned_name(stmt)
 
 
 def _has_marker(stmt: cst.CSTNode) -> bool:

@@ -57,6 +57,25 @@ def _line_of(problem: str) -> int:
     return int(m.group(1)) if m else 1
 
 
+def _no_compile_example(readme: str | None = None, note: str = "") -> Example:
+    """A recipe that builds and wraps its model with no compile anywhere (optionally with a README)."""
+    return Example(
+        engine=mark(
+            engine_text(
+                "model = build_example_model(self.config.model).to(self.device)\n"
+                "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+            ),
+            "def prepare_model(self):",
+            "MC100",
+        ),
+        schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
+        "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
+        stages={"train": "model:\n  path: x\n"},
+        readme=readme,
+        note=note,
+    )
+
+
 class NoCompileSupport(Rule):
     id = "MC100"
     severity = "info"
@@ -85,31 +104,8 @@ class NoCompileSupport(Rule):
         ),
     ]
     INVALID = [
-        Example(
-            engine=mark(
-                engine_text(
-                    "model = build_example_model(self.config.model).to(self.device)\n"
-                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
-                ),
-                "def prepare_model(self):",
-                "MC100",
-            ),
-            schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
-            "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
-            stages={"train": "model:\n  path: x\n"},
-        ),
-        Example(
-            engine=mark(
-                engine_text(
-                    "model = build_example_model(self.config.model).to(self.device)\n"
-                    "return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
-                ),
-                "def prepare_model(self):",
-                "MC100",
-            ),
-            schema="from pydantic import BaseModel, Field\n\n\nclass M(BaseModel):\n    path: str = ''\n\n\n"
-            "class ExampleConfig(BaseModel):\n    model: M = Field(default_factory=M)\n",
-            stages={"train": "model:\n  path: x\n"},
+        _no_compile_example(),
+        _no_compile_example(
             readme="# Example\n\nThis recipe intentionally does not use the kit layer.\n",
             note="README opts out of the kit: the hint asks and offers a recipe-local path",
         ),
