@@ -10,3 +10,11 @@ if str(ROOT / "tools") not in sys.path:
 # Fixture repositories are data: their conftest.py and tests (booby-trapped ones
 # included) must never be collected or imported by this suite.
 collect_ignore_glob = ["fixtures/*"]
+
+
+def pytest_configure(config):
+    """Keep what the tools cache for the user (the hard-validation probe) out of the real home."""
+    import os
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="model-compile-test-cache-")

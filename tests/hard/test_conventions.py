@@ -84,7 +84,7 @@ def test_options_from_a_parent_conftest_and_registered_config_name(tmp_path):
 def test_no_config_override_blocks_the_smoke(tmp_path):
     recipe = make_recipe(tmp_path, "def pytest_addoption(parser):\n    parser.addoption('--world-size', default=1)\n")
     smoke = plan(recipe, None, None, [], "kit", conventions.read(recipe, tmp_path))[1]
-    assert smoke.blocked and "registers no --config-override" in smoke.blocked
+    assert smoke.blocked and "no --config-override option is registered" in smoke.blocked
     assert "model.compile.enabled: true" in smoke.blocked and "configs/train.yaml" in smoke.blocked
 
 

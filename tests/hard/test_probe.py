@@ -23,8 +23,10 @@ def test_runtime_imports_nothing_else_from_model_compile():
                     assert name.startswith("model_compile.runtime"), f"{path.name} imports {name}"
 
 
-def test_build_copies_runtime_and_is_importable_alone(tmp_path):
-    root = probe.build(tmp_path)
+def test_build_copies_runtime_and_is_importable_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = probe.build(tmp_path / "out")
+    assert root.parent == tmp_path / "cache" / "model-compile"  # stable: printed commands stay valid after the run
     assert sorted(p.name for p in (root / "model_compile" / "runtime").glob("*.py")) == sorted(
         p.name for p in probe.runtime_dir().glob("*.py")
     )
@@ -34,7 +36,16 @@ def test_build_copies_runtime_and_is_importable_alone(tmp_path):
     )
     out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(root)}, capture_output=True, text=True)
     assert out.stdout.split() == ["True", "MODEL_COMPILE_RUNTIME_DIR"], out.stderr
-    assert probe.build(tmp_path) == root  # rebuilt in place
+    assert probe.build(tmp_path / "out") == root  # reused, not rebuilt
+
+
+def test_build_falls_back_to_the_run_folder_when_the_cache_is_not_writable(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    root = probe.build(tmp_path / "out")
+    assert root == tmp_path / "out" / "probe"
+    assert (root / "model_compile" / "runtime" / "dynamo_adapter.py").is_file()
 
 
 def test_needed_unless_the_child_sees_this_very_runtime():

@@ -83,8 +83,9 @@ def plan(
             accel += [CONFIG_OVERRIDE, item]
     else:
         stage = config_name or conv.smoke_config_name or "<stage>"
+        where = ", ".join(conv.files) if conv.files else "no conftest.py pytest loads for this recipe"
         blocked = (
-            f"the recipe's conftest.py registers no {CONFIG_OVERRIDE}: compile cannot be switched on from the "
+            f"no {CONFIG_OVERRIDE} option is registered ({where}): compile cannot be switched on from the "
             f"command line; set `{COMPILE_ON.replace('=', ': ')}` in configs/{stage}.yaml for this run"
         )
     specs = [

@@ -3,8 +3,9 @@
 Generated skill asserts import `model_compile.runtime.dynamo_adapter`. When
 the repository's own environment has no model-compile installed (the usual
 case), the runner copies the tool's `runtime/` package - which imports only
-torch and itself - into `<out>/probe/model_compile/runtime/` next to a
-minimal `model_compile/__init__.py`, and puts `<out>/probe` on PYTHONPATH.
+torch and itself - into a probe folder (`~/.cache/model-compile/probe-<hash>/model_compile/runtime/`,
+stable so printed commands stay valid; `<out>/probe` when the cache is not
+writable) next to a minimal `model_compile/__init__.py`, and puts it on PYTHONPATH.
 The asserts then import the very code the tool ships, with the same API, and
 nothing is installed in the repository.
 
@@ -14,7 +15,10 @@ another Python's compiled extensions (torch among them).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import model_compile
@@ -36,16 +40,50 @@ def runtime_dir() -> Path:
     return Path(runtime.__file__).resolve().parent
 
 
-def build(out_dir: Path) -> Path:
-    """Write the probe under `out_dir`/probe and return that folder (the PYTHONPATH entry)."""
-    root = out_dir / "probe"
+def _digest() -> str:
+    """A short hash of the runtime sources: a new tool version or an edit gets its own probe folder."""
+    h = hashlib.sha1(model_compile.__version__.encode())
+    for source in sorted(runtime_dir().glob("*.py")):
+        h.update(source.name.encode() + b"\0" + source.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    """Where probes are kept between runs: `$XDG_CACHE_HOME/model-compile` (default `~/.cache/model-compile`)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "model-compile"
+
+
+def _write(root: Path) -> None:
     package = root / "model_compile"
-    if package.exists():
-        shutil.rmtree(package)
     (package / "runtime").mkdir(parents=True)
     (package / "__init__.py").write_text(PROBE_INIT.format(version=model_compile.__version__), encoding="utf-8")
     for source in sorted(runtime_dir().glob("*.py")):
         shutil.copy2(source, package / "runtime" / source.name)
+
+
+def build(out_dir: Path) -> Path:
+    """The probe folder (the PYTHONPATH entry): a stable one in the user cache, so the commands the report
+    prints still work after this run; under `out_dir`/probe when the cache cannot be written."""
+    stable = cache_root() / f"probe-{_digest()}"
+    if (stable / "model_compile" / "runtime" / "dynamo_adapter.py").is_file():
+        return stable
+    try:
+        stable.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".probe-", dir=stable.parent))
+        _write(staging)
+        try:
+            staging.rename(stable)  # atomic: a concurrent run that won the race leaves its own, identical copy
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+        if (stable / "model_compile" / "runtime" / "dynamo_adapter.py").is_file():
+            return stable
+    except OSError:
+        pass
+    root = out_dir / "probe"
+    if root.exists():
+        shutil.rmtree(root)
+    _write(root)
     return root
 
 
