@@ -67,7 +67,7 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
         if not ran and layer.get("next_step"):
             command = layer.get("next_step")
         cwd = layer.get("cwd")
-        if command and cwd and not command.startswith(("cd ", "on a machine", "model-compile")):
+        if command and cwd and " -m pytest " in f"{command} " and not command.startswith(("cd ", "on a machine")):
             command = f"cd {shlex.quote(cwd)} && {command}"
         rows.append(
             LayerRow(
