@@ -6,6 +6,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
+# Helpers shared by test folders (git_helpers.py).
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
 
 # Fixture repositories are data: their conftest.py and tests (booby-trapped ones
 # included) must never be collected or imported by this suite.

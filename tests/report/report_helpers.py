@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from git_helpers import git
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo_repo"
 KIT_ENGINE = "recipes/vlm_kit/engine/vlm_kit_engine.py"
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "HOME": "/nonexistent",
-}
 
 COMPILE = """        if self.config.model.compile.enabled:
             model = self.model_kit.apply_model_compile(
@@ -41,11 +32,6 @@ def move_compile_after_wrap(repo: Path) -> None:
     text = path.read_text()
     assert COMPILE + WRAP in text
     path.write_text(text.replace(COMPILE + WRAP, WRAP_FIRST + COMPILE + "        return model\n"))
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
 
 
 def git_repo(dest: Path) -> Path:

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "HOME": "/nonexistent",
-}
+from git_helpers import git as run_git
 
 KIT = '''\
 import torch
@@ -159,8 +150,8 @@ def base_files() -> dict[str, str]:
 
 
 def git(root: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout.strip()
+    """git in `root`, its stdout stripped."""
+    return run_git(root, *args).strip()
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
