@@ -61,18 +61,20 @@ def analyze_tree(
     repo_tree: SourceTree | None = None,
     root_label: str = ".",
     single_name: str | None = None,
+    settings: Settings | None = None,
 ) -> Report:
     """Analyse every recipe in a tree (root = repository root or one recipe folder).
 
     `recipes` limits the analysis to those names; `repo_tree` is where the
-    shared kit is looked for when the tree is a single recipe.
+    shared kit is looked for when the tree is a single recipe. `settings` are
+    read from the tree's pyproject.toml unless the caller already has them.
     """
     locations = [replace(loc, root=root_label) for loc in find_recipes(tree, single_name)]
     if recipes is not None:
         locations = [loc for loc in locations if loc.name in recipes]
     source = repo_tree if repo_tree is not None else tree
     facts = repo_facts(source)
-    settings = _settings(source)
+    settings = settings if settings is not None else _settings(source)
     selected = {r.id for r in selected_rules(settings)}
     report = Report(version=__version__, root=root_label, kit=facts.kit)
     groups = group_files(tree)
@@ -121,7 +123,8 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
     if not path.is_dir():
         raise InputError(f"{path}: not a directory (give a repository root or a recipe folder)")
     boundary = repo_root_of(path) or path
-    max_bytes = load_settings(boundary).max_file_bytes
+    settings = load_settings(boundary)  # read once: the file-size cap and the rule selection
+    max_bytes = settings.max_file_bytes
 
     def _tree(root: Path) -> SourceTree:
         disk = DiskTree(root, max_file_bytes=max_bytes, boundary=boundary)
@@ -138,7 +141,7 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
 
     if (path / "recipes").is_dir():
         tree = _tree(path)
-        report = analyze_tree(tree, [recipe] if recipe else None, root_label=str(path))
+        report = analyze_tree(tree, [recipe] if recipe else None, root_label=str(path), settings=settings)
         if not report.recipes:
             what = f"no recipe named {recipe!r}" if recipe else "no recipes"
             raise InputError(f"{path}: {what} under recipes/ (a recipe has engine/*.py or configs/schema.py)")
@@ -152,7 +155,9 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
     repo_tree = (
         _RelTree(DiskTree(repo_root, max_file_bytes=max_bytes), path.resolve(), repo_root) if repo_root else None
     )
-    return analyze_tree(tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name)
+    return analyze_tree(
+        tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name, settings=settings
+    )
 
 
 def review_recipe(recipe_dir: Path | str, overlay: dict[Path, str] | None = None) -> RecipeReport:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from model_compile.discover.tree import SourceTree, read_text
+from model_compile.ledger.aliases import getattr_as_attribute
 from model_compile.ledger.classify import classify_call
 from model_compile.parse.python import dotted
 
@@ -40,19 +41,10 @@ def _path_of(node: ast.expr, aliases: dict[str, str]) -> str | None:
     """`model.model.visual` for `visual` (an alias), `getattr(getattr(model, "model"), "visual")` or the attribute chain."""
     if isinstance(node, ast.Name):
         return aliases.get(node.id, node.id)
-    if isinstance(node, ast.Attribute):
-        base = _path_of(node.value, aliases)
-        return f"{base}.{node.attr}" if base else None
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "getattr"
-        and len(node.args) >= 2
-        and isinstance(node.args[1], ast.Constant)
-        and isinstance(node.args[1].value, str)
-    ):
-        base = _path_of(node.args[0], aliases)
-        return f"{base}.{node.args[1].value}" if base else None
+    attribute = node if isinstance(node, ast.Attribute) else getattr_as_attribute(node)
+    if attribute is not None:
+        base = _path_of(attribute.value, aliases)
+        return f"{base}.{attribute.attr}" if base else None
     return None
 
 
