@@ -24,6 +24,7 @@ COMMANDS = {
     "validate": "Soft (static) and/or hard (runtime) validation of compile wiring.",
     "generate": "Generate kit or fallback compile wiring from templates and apply it as an edit.",
     "diff": "Review what a git change does to compile wiring.",
+    "rehearse": "Run the recipe's own prepare_model() on a tiny model of its architecture: eager twin vs compiled.",
     "review": "The Output report: scope, verdict, compile path, placement, validation, performance, findings.",
     "rules": "List the rules, or print their documentation.",
     "schema": "Print the JSON Schema of the report.",

@@ -170,6 +170,85 @@ class RuntimeRecord(_Part):
     violations: list[str] = Field(default_factory=list)
 
 
+class GraphBreakSite(BaseModel):
+    """One graph-break site of a rehearsal, from its TORCH_TRACE."""
+
+    site: str = Field(description="`path:line` in the repository, or `library <package path>:line`")
+    reason: str
+    count: int = 1
+
+
+class RehearsalStep(BaseModel):
+    """One step of a rehearsal: the same batch through the eager twin and the compiled model."""
+
+    step: int
+    shape: str
+    eager_s: float | None = None
+    compiled_s: float | None = None
+    loss_rel_err: float | None = Field(default=None, description="max|compiled - eager| / max|eager| of the loss")
+    logits_rel_err: float | None = None
+    grad_rel_err: float | None = Field(default=None, description="the worst parameter gradient, same measure")
+    worst_grad: str | None = None
+    tolerance: float | None = None
+    tolerance_class: str | None = Field(default=None, description="fp32, fp32-inductor or low-precision (bf16/fp16)")
+    recompiles: list[str] = Field(default_factory=list, description="'<frame (file:line)>: <failed guard>'")
+    graph_breaks: int = 0
+    new_graphs: int | None = None
+    limit_hits: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+class RehearsalFacts(BaseModel):
+    """The rehearsal layer: the recipe's own prepare_model() on a tiny model of its architecture, eager vs compiled."""
+
+    status: LayerStatus = "not-run"
+    reason: str | None = None
+    detail: str = Field(default="", description="the child's traceback tail when it stopped")
+    label: str = Field(description="'cpu-only (tiny model)' or 'accelerator:<name> (tiny model)'")
+    stage: str | None = None
+    stage_reason: str | None = None
+    family: str | None = Field(default=None, description="tiny architecture family, or None when the recipe builds from its own fields")
+    family_source: str | None = None
+    checkpoint: str | None = None
+    model_class: str | None = None
+    parameters: int | None = None
+    returned: str | None = Field(default=None, description="class of what prepare_model() returned")
+    backend: str | None = None
+    backend_reason: str | None = None
+    mode: str | None = None
+    path: str | None = Field(default=None, description="the forward/loss path the steps went through")
+    packed: bool | None = None
+    overrides: list[str] = Field(default_factory=list)
+    compiled_modules: list[str] = Field(default_factory=list)
+    compiled_module_count: int | None = None
+    target_checks: list[str] = Field(default_factory=list)
+    target_failures: list[str] = Field(default_factory=list)
+    keys: dict[str, str] = Field(default_factory=dict, description="state_dict / parameters / dcp: unchanged or what changed")
+    key_failures: list[str] = Field(default_factory=list)
+    steps: list[RehearsalStep] = Field(default_factory=list)
+    graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
+    first_step_s: float | None = None
+    steady_step_s: float | None = None
+    eager_step_s: float | None = None
+    trace_compile_s: float | None = None
+    wall_s: float = 0.0
+    peak_rss_mb: float | None = None
+    torch: str | None = None
+    device: str | None = None
+    problems: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    limits: str = ""
+    log: str | None = None
+
+    @property
+    def recompiles(self) -> list[str]:
+        return [f"step {s.step} ({s.shape}): {r}" for s in self.steps for r in s.recompiles]
+
+    @property
+    def limit_hits(self) -> list[str]:
+        return [f"step {s.step} ({s.shape}): {h}" for s in self.steps for h in s.limit_hits]
+
+
 class HardReport(BaseModel):
     tool: str = "model-compile"
     version: str
@@ -193,6 +272,7 @@ class HardReport(BaseModel):
     )
     verdict: Verdict = "incomplete"
     summary: str = ""
+    rehearsal: RehearsalFacts | None = Field(default=None, description="the rehearsal layer's figures, when it ran")
     interrupted: str | None = Field(
         default=None, description="the signal (SIGINT, SIGTERM, SIGHUP) that stopped the run; the report is partial"
     )

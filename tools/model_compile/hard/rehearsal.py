@@ -1,0 +1,307 @@
+"""The rehearsal layer: run the planned child in the repository's interpreter and judge what it recorded.
+
+The child (`model_compile.runtime.rehearsal`, from the probe on PYTHONPATH)
+runs in its own process group with a timeout, one rank (`RANK=0`,
+`WORLD_SIZE=1`, a free `MASTER_PORT`), a fresh Inductor cache and a
+`TORCH_TRACE` folder. Graph-break sites with their `file:line` come from that
+trace (user code named relative to the repository, library frames named as
+such); parity, keys, recompiles and recompile-limit hits per step come from the
+child's record.
+
+Status: `passed` (every step within tolerance, keys unchanged, no
+recompile-limit hit, the compiled targets compiled, something compiled);
+`failed` (any of those, or compile-on raised where compile-off did not);
+`not-run` (the plan or the eager twin could not be set up: the reason says
+what and which flag helps); `timeout`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from model_compile.hard import proc
+from model_compile.hard.interpreter import Interpreter
+from model_compile.hard.models import GraphBreakSite, LayerResult, RehearsalFacts, RehearsalStep
+from model_compile.hard.rehearsal_plan import Plan
+from model_compile.hard.trace import records
+
+LIMITS = (
+    "a tiny model cannot show: kernel speed, real-size memory, flash-attention varlen kernels, "
+    "multi-rank sharding (FSDP2/TP), the real data pipeline"
+)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def command(recipe_root: Path, plan: Plan, python: str | None, extra: list[str] | None = None) -> str:
+    """The `model-compile rehearse` command that reruns exactly this rehearsal."""
+    parts = ["model-compile", "rehearse", str(recipe_root), "--config-name", plan.stage]
+    if python:
+        parts += ["--python", python]
+    parts += ["--backend", plan.backend, *(extra or [])]
+    return shlex.join(parts)
+
+
+def child_env(base: dict[str, str], out_dir: Path) -> dict[str, str]:
+    env = dict(base)
+    env.update(
+        {
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": "1",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "TORCH_TRACE": str(out_dir / "trace"),
+            "TORCHINDUCTOR_CACHE_DIR": str(out_dir / "inductor-cache"),
+            "TOKENIZERS_PARALLELISM": "false",
+            "WANDB_MODE": "disabled",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def run(plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float, label: str) -> RehearsalFacts:
+    """Run the child; read its record and its trace."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = out_dir / "spec.json"
+    spec_path.write_text(json.dumps(plan.spec, indent=2), encoding="utf-8")
+    result_path = Path(plan.spec["out"])
+    if result_path.exists():
+        result_path.unlink()
+    cmd = [interp.path, "-m", "model_compile.runtime.rehearsal", str(spec_path)]
+    started = time.monotonic()
+    res = proc.run(cmd, Path(plan.spec["repo_root"]), child_env(env, out_dir), timeout_s, out_dir / "rehearsal.log")
+    facts = RehearsalFacts(
+        stage=plan.stage,
+        stage_reason=plan.stage_reason,
+        family=plan.family,
+        family_source=plan.family_source,
+        backend=plan.backend,
+        backend_reason=plan.backend_reason,
+        mode=plan.mode,
+        overrides=list(plan.overrides),
+        notes=list(plan.notes),
+        label=label,
+        wall_s=round(time.monotonic() - started, 2),
+        log=str(out_dir / "rehearsal.log"),
+        limits=LIMITS,
+    )
+    record: dict[str, Any] = {}
+    try:
+        record = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    interpret(facts, record, res, timeout_s)
+    facts.graph_break_sites = read_break_sites(out_dir / "trace", Path(plan.spec["repo_root"]))
+    facts.trace_compile_s = trace_compile_seconds(out_dir / "trace")
+    judge(facts)
+    return facts
+
+
+def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResult, timeout_s: float) -> None:
+    phases = record.get("phases") or {}
+    facts.peak_rss_mb = record.get("peak_rss_mb")
+    facts.torch = record.get("torch")
+    device = record.get("device") or {}
+    facts.device = device.get("name") if device.get("type") != "cpu" else "cpu"
+    checkpoint = phases.get("checkpoint") or {}
+    if checkpoint.get("ok"):
+        facts.model_class = checkpoint.get("class")
+        facts.checkpoint = f"{checkpoint.get('class')} ({checkpoint.get('parameters')} parameters, seed {checkpoint.get('seed')})"
+        facts.notes += list(checkpoint.get("notes") or [])
+    eager = phases.get("eager") or {}
+    if eager.get("ok"):
+        facts.model_class = eager.get("model")
+        facts.parameters = eager.get("parameters")
+        facts.returned = eager.get("returned")
+    compiled = phases.get("compiled") or {}
+    if compiled.get("ok"):
+        facts.compiled_modules = list(compiled.get("compiled_modules") or [])
+        facts.compiled_module_count = compiled.get("compiled_module_count")
+        targets = compiled.get("targets") or {}
+        facts.target_checks = [c.get("text", "") for c in targets.get("target_checks", [])]
+        facts.target_failures = list(targets.get("target_failures") or [])
+        for region in compiled.get("disabled") or []:
+            if region.get("present") and not region.get("eager"):
+                facts.target_failures.append(f"`{region['region']}` is not kept eager (its forward is not disabled)")
+            elif region.get("present"):
+                facts.target_checks.append(f"`{region['region']}` kept eager (torch.compiler.disable)")
+            else:
+                facts.target_checks.append(f"`{region['region']}`: not present in this model (nothing to keep eager)")
+    keys = (phases.get("keys") or {}).get("compare") or {}
+    for name, cmp in keys.items():
+        if not cmp.get("checked"):
+            facts.keys[name] = f"not checked ({cmp.get('reason')})"
+        elif cmp.get("same"):
+            facts.keys[name] = f"{cmp.get('count')} unchanged"
+        else:
+            facts.keys[name] = (
+                f"changed: only eager {cmp.get('only_eager')}, only compiled {cmp.get('only_compiled')}"
+                + (f"; {cmp.get('orig_mod')} carry '_orig_mod.'" if cmp.get("orig_mod") else "")
+            )
+            facts.key_failures.append(f"{name} keys changed ({facts.keys[name]})")
+    batches = record.get("batches") or {}
+    facts.path = batches.get("path")
+    facts.packed = batches.get("packed")
+    facts.notes += list(record.get("notes") or [])
+    for row in record.get("steps") or []:
+        facts.steps.append(
+            RehearsalStep(
+                step=int(row.get("step", 0)),
+                shape=str(row.get("shape", "")),
+                eager_s=row.get("eager_s"),
+                compiled_s=row.get("compiled_s"),
+                loss_rel_err=(row.get("loss") or {}).get("rel_err"),
+                logits_rel_err=row.get("logits_rel_err"),
+                grad_rel_err=(row.get("grads") or {}).get("rel_err"),
+                worst_grad=(row.get("grads") or {}).get("worst") or None,
+                tolerance=row.get("tolerance"),
+                tolerance_class=row.get("tolerance_class"),
+                recompiles=[f"{r['frame']}: {r['guard']}" for r in row.get("recompiles") or []],
+                graph_breaks=sum((row.get("graph_breaks") or {}).values()),
+                new_graphs=row.get("new_graphs"),
+                limit_hits=list(row.get("limit_hits") or []),
+                error=row.get("error"),
+            )
+        )
+    timing = record.get("timing") or {}
+    facts.first_step_s = timing.get("first_step_s")
+    facts.steady_step_s = timing.get("steady_step_s")
+    facts.eager_step_s = timing.get("eager_step_s")
+    if res.timed_out:
+        facts.status = "timeout"
+        done = ", ".join(p for p, v in phases.items() if v.get("ok")) or "nothing"
+        facts.reason = f"no result after {timeout_s:g} s (done: {done}); the process group was killed"
+        return
+    status = record.get("status")
+    if status in ("not-run", "failed"):
+        facts.status = status
+        facts.reason = record.get("reason")
+        facts.detail = ((phases.get(record.get("stopped_at") or "") or {}).get("detail") or "")[-2000:]
+        return
+    if status != "done":
+        facts.status = "failed"
+        facts.reason = (
+            f"the rehearsal child exited {res.exit_status} without a result"
+            + (f" (last phase done: {list(phases)[-1]})" if phases else "")
+            + f": {proc.tail(res.output, 3, 400)}"
+        )
+        return
+    facts.status = "passed"
+
+
+def judge(facts: RehearsalFacts) -> None:
+    """Fail on parity, keys, limit hits, target checks, or nothing compiled (only after a complete run)."""
+    if facts.status != "passed":
+        return
+    problems: list[str] = []
+    for step in facts.steps:
+        tol = step.tolerance or 0.0
+        for what, err in (("loss", step.loss_rel_err), ("logits", step.logits_rel_err), ("gradients", step.grad_rel_err)):
+            if err is not None and err > tol:
+                worst = f" (worst: {step.worst_grad})" if what == "gradients" and step.worst_grad else ""
+                problems.append(f"{what} differ at step {step.step} ({step.shape}): {err:.2e} > {tol:.0e}{worst}")
+        for hit in step.limit_hits:
+            problems.append(f"recompile limit hit at step {step.step} ({step.shape}): {hit[:240]}")
+    problems += facts.key_failures
+    problems += [f"compiled target: {t}" for t in facts.target_failures]
+    if not any((s.new_graphs or 0) > 0 for s in facts.steps) and facts.compiled_module_count == 0:
+        problems.append("nothing was compiled: no compiled module and no graph")
+    elif not any((s.new_graphs or 0) > 0 for s in facts.steps):
+        problems.append("no graph was compiled during the steps (the model ran eager)")
+    if problems:
+        facts.status = "failed"
+        facts.reason = problems[0] + (f" (+{len(problems) - 1} more: see the rehearsal table)" if len(problems) > 1 else "")
+        facts.problems = problems
+
+
+def read_break_sites(trace_dir: Path, repo_root: Path) -> list[GraphBreakSite]:
+    """Graph-break sites from the child's TORCH_TRACE: user code relative to the repo, library frames named."""
+    counts: dict[tuple[str, str], int] = {}
+    logs = sorted(trace_dir.glob("dedicated_log_torch_trace_*.log")) if trace_dir.is_dir() else []
+    for log in logs:
+        for _pid, rec, payload in records(log):
+            if (rec.get("artifact") or {}).get("name") != "dynamo_graph_break_reason":
+                continue
+            lines = [ln.strip() for ln in payload.splitlines()]
+            where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break in user code at ")), "?")
+            reason = _reason(lines)
+            counts[(site_name(where, repo_root), reason)] = counts.get((site_name(where, repo_root), reason), 0) + 1
+    sites = [GraphBreakSite(site=s, reason=r, count=n) for (s, r), n in counts.items()]
+    return sorted(sites, key=lambda g: (g.site.startswith("library"), -g.count, g.site))
+
+
+def _reason(lines: list[str]) -> str:
+    for i, ln in enumerate(lines):
+        if ln.startswith("Graph Break Reason:"):
+            rest = ln.split(":", 1)[1].strip()
+            if rest and not rest.startswith("Encountered graph break"):
+                return rest[:200]
+            nxt = next((x for x in lines[i + 1 :] if x), "")
+            return nxt[:200]
+    return (lines[0] if lines else "?")[:200]
+
+
+def site_name(where: str, repo_root: Path) -> str:
+    """`recipes/x/model.py:12` for the repository's code; `library transformers/...:34` for installed packages."""
+    path, _, line = where.rpartition(":")
+    if not path:
+        return where
+    try:
+        rel = os.path.relpath(path, repo_root)
+    except ValueError:
+        rel = path
+    if not rel.startswith("..") and "site-packages" not in rel and ".venv" not in Path(rel).parts:
+        return f"{rel}:{line}"
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return f"library {path.split(marker, 1)[1]}:{line}"
+    return f"library {path}:{line}"
+
+
+def trace_compile_seconds(trace_dir: Path) -> float | None:
+    total = 0.0
+    seen = False
+    logs = sorted(trace_dir.glob("dedicated_log_torch_trace_*.log")) if trace_dir.is_dir() else []
+    for log in logs:
+        for _pid, rec, _payload in records(log):
+            metrics = rec.get("compilation_metrics")
+            if isinstance(metrics, dict) and isinstance(metrics.get("entire_frame_compile_time_s"), (int, float)):
+                total += float(metrics["entire_frame_compile_time_s"])
+                seen = True
+    return round(total, 2) if seen else None
+
+
+def not_run(reason: str, label: str) -> RehearsalFacts:
+    return RehearsalFacts(status="not-run", reason=reason, label=label, limits=LIMITS)
+
+
+def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResult:
+    """The validation-table row of this rehearsal."""
+    layer = LayerResult(
+        name="rehearsal",
+        status=facts.status,  # type: ignore[arg-type]
+        label=facts.label,
+        command=cmd,
+        cwd=cwd,
+        duration_s=facts.wall_s,
+        reason=facts.reason,
+        where=where if facts.wall_s else "-",
+        log=facts.log,
+    )
+    if facts.status in ("not-run", "failed", "timeout"):
+        layer.next_step = cmd
+    return layer

@@ -1,0 +1,122 @@
+"""The rehearsal in words: a short text table, and the lines the review report's gaps section shows."""
+
+from __future__ import annotations
+
+from model_compile.hard.models import RehearsalFacts
+
+
+def _e(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "0" if value == 0 else f"{value:.1e}"
+
+
+def _worst(facts: RehearsalFacts, attr: str) -> float | None:
+    values = [getattr(s, attr) for s in facts.steps if getattr(s, attr) is not None]
+    return max(values) if values else None
+
+
+def parity_line(facts: RehearsalFacts) -> str:
+    if not facts.steps:
+        return "parity: not measured"
+    tol = {s.tolerance_class: s.tolerance for s in facts.steps if s.tolerance_class}
+    tols = ", ".join(f"{t:.0e} ({c})" for c, t in tol.items() if t is not None)
+    return (
+        f"parity over {len(facts.steps)} steps (worst relative error): loss {_e(_worst(facts, 'loss_rel_err'))}, "
+        f"logits {_e(_worst(facts, 'logits_rel_err'))}, gradients {_e(_worst(facts, 'grad_rel_err'))}; tolerance {tols}"
+    )
+
+
+def timing_line(facts: RehearsalFacts) -> str | None:
+    if facts.first_step_s is None:
+        return None
+    steady = f"{facts.steady_step_s} s" if facts.steady_step_s is not None else "never reached (every step compiled)"
+    text = f"first compiled step {facts.first_step_s} s vs steady compiled step {steady}; eager step {facts.eager_step_s} s"
+    if facts.trace_compile_s is not None:
+        text += f"; compile time in the trace {facts.trace_compile_s} s"
+    return text + f" ({facts.backend}; {facts.label}: no speedup is claimed from these)"
+
+
+def summary_lines(facts: RehearsalFacts) -> list[str]:
+    """What the report's gaps section says about a rehearsal that ran."""
+    out: list[str] = []
+    where = f"[rehearsal, {facts.label}, {facts.backend}]"
+    if facts.status == "not-run":
+        return [f"rehearsal not run: {facts.reason}"]
+    out.append(f"{parity_line(facts)} {where}")
+    if facts.keys:
+        out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
+    user = [g for g in facts.graph_break_sites if not g.site.startswith("library")]
+    lib = [g for g in facts.graph_break_sites if g.site.startswith("library")]
+    if facts.graph_break_sites:
+        top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in (user + lib)[:4])
+        out.append(f"{len(facts.graph_break_sites)} graph-break site(s), {len(user)} in the repository's code: {top} {where}")
+    recompiles = facts.recompiles
+    if recompiles:
+        out.append(f"{len(recompiles)} recompile(s) (first: {recompiles[0][:200]}) {where}")
+    for hit in facts.limit_hits[:3]:
+        out.append(f"recompile limit hit: {hit[:240]} {where}")
+    timing = timing_line(facts)
+    if timing:
+        out.append(timing)
+    out.append(f"the rehearsal ran a tiny model; {facts.limits}")
+    return out
+
+
+def text(facts: RehearsalFacts, command: str) -> str:
+    lines = [f"rehearsal: {facts.status}" + (f" - {facts.reason}" if facts.reason else "") + f"  [{facts.label}]"]
+    if facts.stage:
+        lines.append(f"stage: {facts.stage} ({facts.stage_reason})")
+    if facts.backend:
+        lines.append(f"backend: {facts.backend}, mode {facts.mode} ({facts.backend_reason})")
+    if facts.family_source:
+        model = facts.model_class or facts.family or "?"
+        size = f", {facts.parameters:,} parameters" if facts.parameters else ""
+        lines.append(f"model: {model}{size}; architecture from {facts.family_source}")
+    if facts.returned:
+        lines.append(f"prepare_model() returned {facts.returned}; forward/loss path: {facts.path or '-'}"
+                     + ("; packed batches" if facts.packed else "; padded batches" if facts.packed is False else ""))
+    if facts.compiled_module_count is not None:
+        lines.append(f"compiled: {facts.compiled_module_count} module(s) ({', '.join(facts.compiled_modules[:4]) or 'none'})")
+    for check in facts.target_checks + [f"FAILED {t}" for t in facts.target_failures]:
+        lines.append(f"  target {check}")
+    if facts.keys:
+        lines.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()))
+    if facts.steps:
+        lines.append(parity_line(facts))
+        lines.append(f"  {'step':>4}  {'shape':<44} {'loss':>7} {'logits':>7} {'grads':>7} {'recomp':>6} {'breaks':>6} {'eager_s':>8} {'comp_s':>8}")
+        for s in facts.steps:
+            lines.append(
+                f"  {s.step:>4}  {s.shape[:44]:<44} {_e(s.loss_rel_err):>7} {_e(s.logits_rel_err):>7} {_e(s.grad_rel_err):>7} "
+                f"{len(s.recompiles):>6} {s.graph_breaks:>6} {s.eager_s if s.eager_s is not None else '-':>8} "
+                f"{s.compiled_s if s.compiled_s is not None else '-':>8}" + (f"  ERROR {s.error}" if s.error else "")
+            )
+    if facts.graph_break_sites:
+        lines.append(f"graph breaks: {sum(g.count for g in facts.graph_break_sites)} at {len(facts.graph_break_sites)} site(s)")
+        for g in facts.graph_break_sites[:12]:
+            lines.append(f"  {g.count:>3}x {g.site}: {g.reason[:110]}")
+    elif facts.steps:
+        lines.append("graph breaks: none in the trace")
+    recompiles = facts.recompiles
+    lines.append(f"recompiles: {len(recompiles)}" + (f" (first: {recompiles[0][:180]})" if recompiles else ""))
+    hits = facts.limit_hits
+    lines.append("recompile-limit hits: " + ("; ".join(h[:200] for h in hits[:3]) if hits else "none"))
+    timing = timing_line(facts)
+    if timing:
+        lines.append(f"time: {timing}")
+    if facts.wall_s:
+        lines.append(f"wall {facts.wall_s} s, peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})")
+    for problem in facts.problems[1:6]:
+        lines.append(f"also: {problem}")
+    for note in facts.notes:
+        lines.append(f"note: {note}")
+    if facts.overrides:
+        lines.append("overrides: " + " ".join(facts.overrides))
+    lines.append(f"cannot show: {facts.limits}")
+    if facts.detail and facts.status in ("failed", "not-run"):
+        lines.append("child traceback (tail):")
+        lines += ["  " + ln for ln in facts.detail.strip().splitlines()[-6:]]
+    if facts.log:
+        lines.append(f"log: {facts.log}")
+    lines.append(f"rerun: {command}")
+    return "\n".join(lines) + "\n"

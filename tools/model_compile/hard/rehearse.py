@@ -1,0 +1,148 @@
+"""Rehearse one recipe: plan it statically, then run it in the repository's interpreter.
+
+Used by the rehearsal layer of `validate --hard` / `review --hard` (after the
+structure test) and alone by `model-compile rehearse RECIPE`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from model_compile.errors import InputError
+from model_compile.hard import interpreter, preflight, probe, rehearsal
+from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
+from model_compile.hard.rehearsal_plan import NotPlanned, plan
+from model_compile.parse import test_options
+from model_compile.parse.test_options import CONFIG_NAME
+from model_compile.vocabulary import BACKENDS
+
+if TYPE_CHECKING:
+    from model_compile.findings.models import RecipeReport
+
+DEFAULT_STEPS = 12
+DEFAULT_TIMEOUT_S = 900.0
+
+
+@dataclass
+class Options:
+    config_name: str | None = None
+    backend: str | None = None
+    steps: int = DEFAULT_STEPS
+    model_config: Path | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+def check(options: Options) -> None:
+    """Bad input is one line (exit 2)."""
+    if options.backend is not None and options.backend not in BACKENDS:
+        raise InputError(f"--backend {options.backend!r} is not one of {', '.join(BACKENDS)}")
+    if options.steps < 2:
+        raise InputError("--steps must be >= 2 (a first step and a steady one)")
+    if options.timeout_s <= 0:
+        raise InputError("--timeout must be > 0")
+    if options.model_config is not None and not options.model_config.is_file():
+        raise InputError(f"--model-config {options.model_config}: no such file")
+
+
+def label_of(environment: Environment) -> str:
+    return f"{environment.label} (tiny model)"
+
+
+def execute(
+    recipe: RecipeReport | None,
+    recipe_root: Path,
+    repo_root: Path,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    environment: Environment,
+    out_dir: Path,
+    options: Options,
+    python_flag: str | None,
+) -> tuple[RehearsalFacts, str]:
+    """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed."""
+    label = label_of(environment)
+    base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {python_flag}" if python_flag else "")
+    if recipe is None:
+        return rehearsal.not_run("static review found no recipe here", label), base_cmd
+    conv = test_options.read(recipe_root, repo_root)
+    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
+    try:
+        planned = plan(
+            recipe,
+            recipe_root,
+            repo_root,
+            out_dir,
+            stage=options.config_name,
+            conftest_default=default if isinstance(default, str) else None,
+            backend=options.backend,
+            steps=options.steps,
+            model_config=options.model_config,
+            cpu_only=environment.cpu_only,
+        )
+    except NotPlanned as exc:
+        return rehearsal.not_run(str(exc), label), base_cmd
+    extra = [] if options.steps == DEFAULT_STEPS else ["--steps", str(options.steps)]
+    if options.model_config is not None:
+        extra += ["--model-config", str(options.model_config)]
+    cmd = rehearsal.command(recipe_root, planned, python_flag, extra)
+    facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
+    return facts, cmd
+
+
+def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> tuple[dict[str, str], Path | None]:
+    """The child must import `model_compile.runtime.rehearsal`: put the probe first unless it already imports ours."""
+    if not probe.needed(model_compile_file):
+        return env, None
+    probe_dir = probe.build(out_dir)
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(probe_dir), env.get("PYTHONPATH", "")) if p)
+    return out, probe_dir
+
+
+def layer(
+    recipe: RecipeReport | None,
+    recipe_root: Path,
+    repo_root: Path,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    environment: Environment,
+    model_compile_file: str | None,
+    out_dir: Path,
+    options: Options,
+) -> tuple[LayerResult, RehearsalFacts]:
+    """The rehearsal layer of --hard."""
+    child_env, _ = child_env_with_probe(env, model_compile_file, out_dir)
+    python_flag = interp.path if interp.source != "tool" else None
+    facts, cmd = execute(recipe, recipe_root, repo_root, interp, child_env, environment, out_dir / "rehearsal", options, python_flag)
+    where = f"{facts.label}, {interp.path}"
+    return rehearsal.to_layer(facts, cmd, str(repo_root), where), facts
+
+
+def standalone(
+    path: Path, python: str | None, options: Options, out: Path | None
+) -> tuple[RehearsalFacts, Environment, str]:
+    """`model-compile rehearse RECIPE`: preflight, soft read of the recipe, the rehearsal."""
+    from model_compile.analyze import analyze_path
+    from model_compile.hard.runner import _child_env, resolve_recipe
+
+    check(options)
+    recipe_root, repo_root = resolve_recipe(path, None)
+    interp = interpreter.resolve(repo_root, python)
+    out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-rehearse-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = interpreter.child_environ(interp, _child_env(out_dir))
+    pre = preflight.run(interp, recipe_root, repo_root, env)
+    environment = pre.environment
+    python_flag = interp.path if interp.source != "tool" else None
+    if not pre.ok:
+        facts = rehearsal.not_run(f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment))
+        return facts, environment, f"model-compile rehearse {recipe_root}"
+    report = analyze_path(recipe_root, recipe=None)
+    recipe = report.recipes[0] if report.recipes else None
+    child_env, _ = child_env_with_probe(env, pre.model_compile_file, out_dir)
+    facts, cmd = execute(recipe, recipe_root, repo_root, interp, child_env, environment, out_dir, options, python_flag)
+    return facts, environment, cmd
