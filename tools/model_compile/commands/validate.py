@@ -35,6 +35,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         "--require-complete", action="store_true", help="exit 1 when the verdict is 'incomplete' (default: 0)"
     )
     hard.add_argument("--trace", action="store_true", help="also render tlparse's HTML report of the TORCH_TRACE")
+    hard.add_argument(
+        "--no-rehearsal",
+        action="store_true",
+        help="list the rehearsal layer (tiny model, eager vs compiled) as not run instead of running it",
+    )
+    hard.add_argument("--backend", help="compile backend of the rehearsal (default: the stage's; aot_eager on CPU)")
     hard.add_argument("--out", metavar="DIR", help="where hard validation keeps logs, JUnit XML and runtime JSON")
     p.set_defaults(command=name)
 
@@ -71,6 +77,8 @@ def run_hard(args: argparse.Namespace) -> int:
             out=Path(args.out) if getattr(args, "out", None) else None,
             python=getattr(args, "python", None),
             require_complete=bool(getattr(args, "require_complete", False)),
+            rehearsal=not bool(getattr(args, "no_rehearsal", False)),
+            backend=getattr(args, "backend", None),
         )
     if run.interrupted:
         return run.exit_code

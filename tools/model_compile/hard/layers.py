@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from model_compile.parse.test_options import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
+
+if TYPE_CHECKING:
+    from model_compile.hard.models import LayerResult
 
 # Output of a smoke helper that refuses to run without an accelerator.
 ACCELERATOR_REFUSAL = re.compile(
@@ -29,6 +34,8 @@ class LayerSpec:
     accelerator_options: list[str] | None = None  # the options for a machine with GPUs/NPUs (smoke)
     opt_in: bool = False  # the test runs only with a --run-xxx switch
     blocked: str | None = None  # why this layer cannot run as asked (e.g. compile cannot be enabled)
+    runner: Callable[[], LayerResult] | None = None  # a layer the tool runs itself (the rehearsal), not a test file
+    command: str | None = None  # the command of a `runner` layer
 
 
 def generate_command(recipe_root: Path, compile_path: str | None) -> str:

@@ -96,6 +96,11 @@ def _missing(spec: LayerSpec, ctx: Context) -> LayerResult | None:
 
 def not_run(spec: LayerSpec, ctx: Context, reason: str, next_step: str | None = None) -> LayerResult:
     """A layer that was not run, with its command and why."""
+    if spec.runner is not None:
+        return LayerResult(
+            name=spec.name, status="not-run", label=ctx.label, command=spec.command, cwd=str(ctx.repo_root),
+            where="-", reason=reason, next_step=next_step or spec.command,
+        )
     missing = _missing(spec, ctx)
     if missing is not None:
         return missing
@@ -194,6 +199,8 @@ def run_layers(report: HardReport, specs: list[LayerSpec], ctx: Context, preflig
             layer = not_run(spec, ctx, f"{preflight.reason(ctx.interp)}; fix: {preflight.fixes()}")
         elif spec.blocked:
             layer = not_run(spec, ctx, spec.blocked)
+        elif spec.runner is not None:
+            layer = spec.runner()
         else:
             layer = run_pytest_layer(spec, ctx)
             if layer.status not in ("missing", "not-run"):

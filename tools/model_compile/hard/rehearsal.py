@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 import time
@@ -148,11 +149,9 @@ def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResul
         elif cmp.get("same"):
             facts.keys[name] = f"{cmp.get('count')} unchanged"
         else:
-            facts.keys[name] = (
-                f"changed: only eager {cmp.get('only_eager')}, only compiled {cmp.get('only_compiled')}"
-                + (f"; {cmp.get('orig_mod')} carry '_orig_mod.'" if cmp.get("orig_mod") else "")
-            )
-            facts.key_failures.append(f"{name} keys changed ({facts.keys[name]})")
+            facts.keys[name] = _key_change(cmp)
+            facts.key_failures.append(f"{name} keys changed: {facts.keys[name]}")
+    repo = str(facts_repo_root(record))
     batches = record.get("batches") or {}
     facts.path = batches.get("path")
     facts.packed = batches.get("packed")
@@ -170,10 +169,10 @@ def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResul
                 worst_grad=(row.get("grads") or {}).get("worst") or None,
                 tolerance=row.get("tolerance"),
                 tolerance_class=row.get("tolerance_class"),
-                recompiles=[f"{r['frame']}: {r['guard']}" for r in row.get("recompiles") or []],
+                recompiles=[_rel(f"{r['frame']}: {r['guard']}", repo) for r in row.get("recompiles") or []],
                 graph_breaks=sum((row.get("graph_breaks") or {}).values()),
                 new_graphs=row.get("new_graphs"),
-                limit_hits=list(row.get("limit_hits") or []),
+                limit_hits=list(dict.fromkeys(_rel(h, repo) for h in row.get("limit_hits") or [])),
                 error=row.get("error"),
             )
         )
@@ -201,6 +200,25 @@ def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResul
         )
         return
     facts.status = "passed"
+
+
+def _key_change(cmp: dict[str, Any]) -> str:
+    """What changed between the eager twin's keys and the compiled model's, in one line."""
+    added = cmp.get("only_compiled") or []
+    if cmp.get("orig_mod") and all("_orig_mod." in k for k in added):
+        return f"{cmp['orig_mod']} of {cmp.get('count')} gain the '_orig_mod.' prefix (e.g. {added[0]!r})"
+    return f"changed (only eager: {cmp.get('only_eager')}; only compiled: {added})"
+
+
+def facts_repo_root(record: dict[str, Any]) -> str:
+    return str(record.get("repo_root") or "")
+
+
+def _rel(text: str, repo_root: str) -> str:
+    """Paths of the repository's own files shown relative to it; installed packages as `<site-packages>/...`."""
+    if repo_root:
+        text = text.replace(repo_root.rstrip("/") + "/", "")
+    return re.sub(r"/\S*?/(?:site|dist)-packages/", "<site-packages>/", text)
 
 
 def judge(facts: RehearsalFacts) -> None:
@@ -237,7 +255,10 @@ def read_break_sites(trace_dir: Path, repo_root: Path) -> list[GraphBreakSite]:
             if (rec.get("artifact") or {}).get("name") != "dynamo_graph_break_reason":
                 continue
             lines = [ln.strip() for ln in payload.splitlines()]
-            where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break in user code at ")), "?")
+            where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break in user code at ")), "")
+            if not where:  # e.g. "WON'T CONVERT <frame> <file> line <n>": a frame dynamo skipped
+                m = re.search(r"(\S+\.py)\s+line\s+(\d+)", payload)
+                where = f"{m.group(1)}:{m.group(2)}" if m else "(no user frame)"
             reason = _reason(lines)
             counts[(site_name(where, repo_root), reason)] = counts.get((site_name(where, repo_root), reason), 0) + 1
     sites = [GraphBreakSite(site=s, reason=r, count=n) for (s, r), n in counts.items()]
@@ -293,7 +314,7 @@ def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResu
     """The validation-table row of this rehearsal."""
     layer = LayerResult(
         name="rehearsal",
-        status=facts.status,  # type: ignore[arg-type]
+        status=facts.status,
         label=facts.label,
         command=cmd,
         cwd=cwd,

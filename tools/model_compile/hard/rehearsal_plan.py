@@ -45,7 +45,7 @@ NAME_PATTERNS = (
     (re.compile(r"qwen3[-_.]?vl", re.I), "qwen3_vl"),
     (re.compile(r"qwen2[._-]5[-_.]?vl", re.I), "qwen2_5_vl"),
     (re.compile(r"qwen2[-_.]?vl", re.I), "qwen2_vl"),
-    (re.compile(r"qwen3(?![-_.]?vl)(?![-_.]?(moe|next|omni|coder-?\d+b-a))", re.I), "qwen3"),
+    (re.compile(r"qwen3(?![-_.]?vl)", re.I), "qwen3"),
     (re.compile(r"(^|/)vit[-_]|google/vit", re.I), "vit"),
 )
 CPU_BACKEND = "aot_eager"
@@ -106,7 +106,14 @@ def choose_stage(recipe: RecipeReport, recipe_root: Path, asked: str | None, con
     return stages[0], "the first stage file (none enables compile; pass --config-name for another)"
 
 
+# Variants of a family that are another architecture (mixture of experts, hybrid attention, omni models).
+OTHER_ARCHITECTURE = re.compile(r"moe|-a\d+(\.\d+)?b\b|next|omni", re.I)
+
+
 def family_from_name(name: str) -> str | None:
+    """The family a hub id or folder name names, or None (never a guess across architectures)."""
+    if OTHER_ARCHITECTURE.search(name):
+        return None
     for pattern, family in NAME_PATTERNS:
         if pattern.search(name):
             return family

@@ -97,10 +97,11 @@ def text(facts: RehearsalFacts, command: str) -> str:
             lines.append(f"  {g.count:>3}x {g.site}: {g.reason[:110]}")
     elif facts.steps:
         lines.append("graph breaks: none in the trace")
-    recompiles = facts.recompiles
-    lines.append(f"recompiles: {len(recompiles)}" + (f" (first: {recompiles[0][:180]})" if recompiles else ""))
-    hits = facts.limit_hits
-    lines.append("recompile-limit hits: " + ("; ".join(h[:200] for h in hits[:3]) if hits else "none"))
+    if facts.steps:
+        recompiles = facts.recompiles
+        lines.append(f"recompiles: {len(recompiles)}" + (f" (first: {recompiles[0][:180]})" if recompiles else ""))
+        hits = facts.limit_hits
+        lines.append("recompile-limit hits: " + ("; ".join(h[:200] for h in hits[:3]) if hits else "none"))
     timing = timing_line(facts)
     if timing:
         lines.append(f"time: {timing}")

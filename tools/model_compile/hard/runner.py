@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe
+from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, rehearse
 from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.parse import test_options as conventions
@@ -71,8 +71,8 @@ def _wiring(recipe: RecipeReport | None) -> Wiring:
     )
 
 
-def run_soft(recipe_root: Path) -> tuple[LayerResult, Wiring]:
-    """Layer 1: static review; also what it read about the wiring, for the report."""
+def run_soft(recipe_root: Path) -> tuple[LayerResult, Wiring, RecipeReport | None]:
+    """Layer 1: static review; also what it read about the wiring, for the report, and the recipe's facts."""
     from model_compile.analyze import analyze_path
 
     start = time.monotonic()
@@ -95,7 +95,32 @@ def run_soft(recipe_root: Path) -> tuple[LayerResult, Wiring]:
         layer.status, layer.exit_status, layer.next_step = "failed", 1, command
         layer.reason = "\n".join(f"{f.rule} {f.file}:{f.line}: {f.message}" for f in errors[:20])
         layer.findings = [f.model_dump() for f in errors[:50]]
-    return layer, _wiring(recipe)
+    return layer, _wiring(recipe), recipe
+
+
+def _rehearsal_spec(
+    report: HardReport,
+    recipe: RecipeReport | None,
+    recipe_root: Path,
+    repo_root: Path,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    check: preflight.Preflight,
+    out_dir: Path,
+    options: rehearse.Options,
+) -> layers.LayerSpec:
+    """The rehearsal layer (after structure, before smoke): its figures land in `report.rehearsal`."""
+
+    def run() -> LayerResult:
+        layer, facts = rehearse.layer(
+            recipe, recipe_root, repo_root, interp, env, check.environment, check.model_compile_file, out_dir, options
+        )
+        report.rehearsal = facts
+        return layer
+
+    python_flag = f" --python {shlex.quote(interp.path)}" if interp.source != "tool" else ""
+    command = f"model-compile rehearse {shlex.quote(str(recipe_root))}{python_flag}"
+    return layers.LayerSpec("rehearsal", Path("-"), runner=run, command=command, required=False)
 
 
 def validate_hard(
@@ -109,6 +134,9 @@ def validate_hard(
     out: Path | None = None,
     python: str | None = None,
     require_complete: bool = False,
+    rehearsal: bool = True,
+    backend: str | None = None,
+    steps: int = rehearse.DEFAULT_STEPS,
 ) -> HardReport:
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
     if world_size is not None and world_size < 1:
@@ -142,12 +170,20 @@ def validate_hard(
         require_complete=require_complete,
     )
     interrupt.track(report)
-    soft, report.wiring = run_soft(recipe_root)
+    soft, report.wiring, recipe_facts = run_soft(recipe_root)
     report.layers.append(soft)
     conv = conventions.read(recipe_root, repo_root)
     specs = layers.plan(
         recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count
     )
+    rehearse_options = rehearse.Options(
+        config_name=config_name, backend=backend, steps=steps, timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S)
+    )
+    if soft.compile_path not in (None, "none"):
+        spec = _rehearsal_spec(report, recipe_facts, recipe_root, repo_root, interp, env, check, out_dir, rehearse_options)
+        if not rehearsal or os.environ.get(rehearse.SKIP_ENV, "").lower() in ("0", "off", "false", "no"):
+            spec.blocked = f"not asked for (--no-rehearsal or {rehearse.SKIP_ENV}=off): run it with the command"
+        specs.insert(1, spec)
     ctx = pipeline.Context(
         recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
     )

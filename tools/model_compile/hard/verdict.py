@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from model_compile.hard.models import HardReport, RecompileReason, RuntimeRecord
+from model_compile.hard.rehearsal_render import summary_lines
 
 
 def judge(report: HardReport) -> None:
@@ -47,6 +48,8 @@ def find_gaps(report: HardReport) -> list[str]:
     for name in ("structure", "smoke"):
         if name not in ran and report.verdict == "failed":
             gaps.append(f"{name}: not reached (stopped at the first failure)")
+    if report.rehearsal is not None and report.rehearsal.status != "not-run":
+        gaps.extend(summary_lines(report.rehearsal))
     rt = report.runtime_record or RuntimeRecord()
     breaks = rt.graph_breaks
     if breaks.total:

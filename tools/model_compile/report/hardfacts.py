@@ -22,7 +22,7 @@ from model_compile.hard.pipeline import in_repo, pytest_command
 from model_compile.parse import test_options as conventions
 from model_compile.report.models import LayerRow
 
-LAYER_ORDER = ("soft", "structure", "smoke", "impact")
+LAYER_ORDER = ("soft", "structure", "rehearsal", "smoke", "impact")
 
 
 @dataclass
@@ -123,6 +123,10 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
     conv = conventions.read(recipe_root, repo_root)
     rows: list[LayerRow] = []
     for spec in plan(recipe_root, None, None, [], compile_path, conv):
+        if spec.name == "smoke" and compile_path not in (None, "none"):
+            flag = f" --python {shlex.quote(interp.path)}" if interp.source != "tool" else ""
+            command = f"model-compile rehearse {shlex.quote(str(recipe_root))}{flag}"
+            rows.append(LayerRow(name="rehearsal", status="not-run", where="-", command=command))
         test = recipe_root / spec.test_file
         rel = os.path.relpath(test, repo_root)
         if test.is_file():

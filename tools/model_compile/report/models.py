@@ -105,6 +105,10 @@ class PerformanceSection(BaseModel):
     recompile_limit_hit: bool | None = None
     orig_mod_keys: int | None = Field(default=None, description="'_orig_mod.' state_dict keys at runtime (keys check)")
     compiled_modules: int | None = None
+    rehearsal: list[str] = Field(
+        default_factory=list,
+        description="the rehearsal's figures (tiny model of the recipe's architecture, eager twin vs compiled), one line each",
+    )
     unvalidated: list[str] = Field(default_factory=list)
     advice: list[str] = Field(default_factory=list)
 

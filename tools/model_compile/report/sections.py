@@ -142,6 +142,12 @@ def performance_section(
         perf.recompile_limit_hit = lim.get("hit")
         perf.orig_mod_keys = rt.get("orig_mod_key_count")
         perf.compiled_modules = rt.get("compiled_module_count")
+    rehearsal = (hard.raw.get("rehearsal") if hard else None) or None
+    if rehearsal:
+        from model_compile.hard.models import RehearsalFacts
+        from model_compile.hard.rehearsal_render import summary_lines
+
+        perf.rehearsal = summary_lines(RehearsalFacts.model_validate(rehearsal))
     perf.unvalidated = _unvalidated(perf, hard, rows)
     perf.advice = _advice(perf, recipe, hard, rows)
     return perf

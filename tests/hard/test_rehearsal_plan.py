@@ -1,0 +1,173 @@
+"""The rehearsal's static plan, its shape schedule, and how it judges a record (no child process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from model_compile.analyze import analyze_path
+from model_compile.hard import rehearsal
+from model_compile.hard.models import RehearsalFacts, RehearsalStep
+from model_compile.hard.proc import ProcResult
+from model_compile.hard.rehearsal_plan import NotPlanned, family_from_name, plan, resolve_family
+from model_compile.runtime.batches import kind_of, schedule
+
+FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"
+RECIPES = FIXTURES / "recipes"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo_repo"
+
+
+def _plan(recipe_dir: Path, tmp_path: Path, **kwargs):
+    report = analyze_path(recipe_dir)
+    return plan(report.recipes[0], recipe_dir, recipe_dir.parents[1], tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl"),
+        ("./pretrained/Qwen3-VL-8B-Base-stage1", "qwen3_vl"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl"),
+        ("Qwen/Qwen2-VL-2B", "qwen2_vl"),
+        ("Qwen/Qwen3-8B-Base", "qwen3"),
+        ("google/vit-base-patch16-224", "vit"),
+        ("acme/mystery-7b", None),
+        ("Qwen/Qwen3-30B-A3B-MoE", None),  # near miss: a MoE has no tiny family here
+    ],
+)
+def test_family_from_name(name: str, family: str | None) -> None:
+    assert family_from_name(name) == family
+
+
+def test_local_checkpoint_and_hub_cache_config_win_over_the_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    local = tmp_path / "ckpt"
+    local.mkdir()
+    (local / "config.json").write_text(json.dumps({"model_type": "qwen2_vl", "tie_word_embeddings": True}))
+    family, source, base = resolve_family(str(local), tmp_path, None)
+    assert (family, base["tie_word_embeddings"]) == ("qwen2_vl", True) and "local checkpoint" in source
+    hub = tmp_path / "hf" / "hub" / "models--acme--mystery-7b" / "snapshots" / "abc"
+    hub.mkdir(parents=True)
+    (hub / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    family, source, _ = resolve_family("acme/mystery-7b", tmp_path, None)
+    assert family == "qwen3" and "hub cache" in source
+
+
+def test_unknown_architecture_is_not_planned_and_names_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(NotPlanned, match="--model-config"):
+        _plan(RECIPES / "lm_unknown", tmp_path)
+    (tmp_path / "bad.json").write_text(json.dumps({"model_type": "mamba"}))
+    with pytest.raises(NotPlanned, match="mamba.*no tiny family"):
+        resolve_family("acme/mystery-7b", tmp_path, tmp_path / "bad.json")
+
+
+def test_plan_overrides_checkpoint_attention_and_cpu_backend(tmp_path: Path) -> None:
+    p = _plan(RECIPES / "lm_blocks", tmp_path)
+    assert p.stage == "train" and p.family == "qwen3"
+    assert f"model.pretrained_model_name_or_path={tmp_path / 'tiny-checkpoint'}" in p.overrides
+    assert "model.attn_implementation=sdpa" in p.overrides
+    assert (p.backend, p.mode) == ("aot_eager", "default") and "unless --backend inductor" in p.backend_reason
+    assert p.spec["engine_module"] == "recipes.lm_blocks.engine.lm_blocks_engine"
+    assert p.spec["targets"] == ["model.layers.*"]
+    on_gpu = _plan(RECIPES / "lm_blocks", tmp_path, cpu_only=False)
+    assert on_gpu.backend == "inductor" and on_gpu.backend_reason == "the stage's own backend"
+    asked = _plan(RECIPES / "lm_blocks", tmp_path, backend="eager")
+    assert asked.backend == "eager" and "asked for" in asked.backend_reason
+
+
+def test_plan_of_a_recipe_that_builds_from_its_own_fields(tmp_path: Path) -> None:
+    p = _plan(DEMO / "recipes" / "vlm_kit", tmp_path)
+    assert p.family is None and p.spec["checkpoint"] is None and "own config fields" in p.family_source
+    assert p.spec["disabled"] == ["model.visual"]  # the kit keeps the vision tower eager
+    assert p.spec["schema_class"] == "VlmKitConfig"
+    with pytest.raises(NotPlanned, match="no configs/nope.yaml"):
+        _plan(DEMO / "recipes" / "vlm_kit", tmp_path, stage="nope")
+    with pytest.raises(NotPlanned, match="does not compile"):
+        _plan(DEMO / "recipes" / "vlm_plain", tmp_path)
+
+
+def test_mesh_wandb_and_workers_are_one_rank_offline(tmp_path: Path) -> None:
+    recipe = tmp_path / "repo" / "recipes" / "r"
+    for sub in ("configs", "engine"):
+        (recipe / sub).mkdir(parents=True)
+    (recipe / "configs" / "schema.py").write_text((RECIPES / "lm_blocks" / "configs" / "schema.py").read_text())
+    (recipe / "engine" / "r_engine.py").write_text((RECIPES / "lm_blocks" / "engine" / "lm_blocks_engine.py").read_text())
+    (recipe / "configs" / "train.yaml").write_text(
+        "model:\n  pretrained_model_name_or_path: Qwen/Qwen3-8B-Base\n  compile: {enabled: true, backend: inductor, mode: max-autotune}\n"
+        "parallel:\n  mesh: {replicate: -1, shard: 8, tensor: 1}\nlog:\n  backends: [terminal, wandb]\ndata:\n  num_workers: 4\n"
+        "optim:\n  mixed_precision: bf16\n"
+    )
+    p = plan(analyze_path(recipe).recipes[0], recipe, tmp_path / "repo", tmp_path / "out")
+    assert {"parallel.mesh.replicate=1", "parallel.mesh.shard=1", "log.backends=[terminal]", "data.num_workers=0"} <= set(p.overrides)
+    assert "parallel.mesh.tensor=1" not in p.overrides  # already one
+    assert p.stage_reason == "the first stage that enables compile"
+    assert p.spec["low_precision"] is True
+    assert any("max-autotune applies to inductor only" in n for n in p.notes)
+
+
+def test_schedule_has_ten_distinct_lengths_and_every_vlm_step_an_image() -> None:
+    for kind, packed in (("vlm", True), ("vlm", False), ("causal_lm", False), ("causal_lm", True)):
+        shapes = schedule(kind, 12, packed)
+        totals = {s.describe(kind) for s in shapes}
+        assert len(totals) == 12, (kind, packed)
+        if kind == "vlm":
+            assert all(any(x.images for x in s.samples) for s in shapes)
+            assert {len(x.images) for s in shapes for x in s.samples} == {0, 1, 2}
+    assert len({s.describe("classifier") for s in schedule("classifier", 4, False)}) == 4
+
+
+def test_kind_of_reads_the_model_config() -> None:
+    class C:
+        pass
+
+    vlm, clf, lm = C(), C(), C()
+    vlm.vision_config, vlm.image_token_id = object(), 5
+    clf.image_size, clf.num_labels = 32, 10
+    assert (kind_of(vlm), kind_of(clf), kind_of(lm)) == ("vlm", "classifier", "causal_lm")
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [
+        ("/repo/recipes/x/model/a.py:12", "recipes/x/model/a.py:12"),
+        ("/venv/lib/python3.12/site-packages/transformers/models/q.py:9", "library transformers/models/q.py:9"),
+        ("/repo/.venv/lib/python3.12/site-packages/torch/nn/m.py:3", "library torch/nn/m.py:3"),
+    ],
+)
+def test_graph_break_sites_name_user_and_library_code(where: str, name: str) -> None:
+    assert rehearsal.site_name(where, Path("/repo")) == name
+
+
+def _facts(**steps: object) -> RehearsalFacts:
+    step = RehearsalStep(step=0, shape="s", loss_rel_err=0.0, grad_rel_err=0.0, tolerance=1e-5, new_graphs=2)
+    for key, value in steps.items():
+        setattr(step, key, value)
+    return RehearsalFacts(status="passed", label="cpu-only (tiny model)", steps=[step], compiled_module_count=1)
+
+
+def test_judge_fails_parity_limit_hits_and_nothing_compiled() -> None:
+    ok = _facts()
+    rehearsal.judge(ok)
+    assert ok.status == "passed"
+    bad = _facts(grad_rel_err=3e-3, worst_grad="model.layers.0.mlp.up_proj.weight")
+    rehearsal.judge(bad)
+    assert bad.status == "failed" and "gradients differ at step 0" in (bad.reason or "") and "up_proj" in (bad.reason or "")
+    hit = _facts(limit_hits=["torch._dynamo hit config.recompile_limit (8) function: 'forward'"])
+    rehearsal.judge(hit)
+    assert hit.status == "failed" and "recompile limit hit at step 0" in (hit.reason or "")
+    eager = _facts(new_graphs=0)
+    rehearsal.judge(eager)
+    assert eager.status == "failed" and "no graph was compiled" in (eager.reason or "")
+
+
+def test_a_child_that_dies_without_a_record_is_a_failure_and_a_timeout_says_what_was_done() -> None:
+    crashed = RehearsalFacts(label="cpu-only (tiny model)")
+    rehearsal.interpret(crashed, {}, ProcResult(-11, 1.0, False, "Segmentation fault"), 60)
+    assert crashed.status == "failed" and "exited -11 without a result" in (crashed.reason or "")
+    slow = RehearsalFacts(label="cpu-only (tiny model)")
+    record = {"phases": {"checkpoint": {"ok": True}, "engine": {"ok": True}}, "status": "running"}
+    rehearsal.interpret(slow, record, ProcResult(None, 60.0, True, ""), 60)
+    assert slow.status == "timeout" and "done: checkpoint, engine" in (slow.reason or "")
