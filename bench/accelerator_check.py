@@ -6,7 +6,10 @@ Run it on a machine with a GPU/NPU (it runs on CPU too, labelled so):
     python bench/accelerator_check.py --backend inductor    # plus a second run with inductor
 
 For each run it prints the environment label, every layer's status and time,
-and the figures: first step vs steady state, graph breaks, recompiles,
+the rehearsal layer's figures (the recipe's prepare_model() on its tiny model, eager
+twin vs compiled on one device: parity, keys, graph-break sites, recompiles and
+recompile-limit hits per shape, first vs steady step), and the smoke's
+figures: first step vs steady state, graph breaks, recompiles,
 recompile-limit hits, compile time per rank (from TORCH_TRACE), compiled
 region executed, and parity (the impact layer's eager-vs-compiled tests).
 Exit status: 0 when every run's verdict is passed or incomplete, 1 otherwise.
@@ -34,7 +37,7 @@ def run(backend: str | None, out: Path, timeout_s: float) -> tuple[HardReport, f
     """One hard validation of the example; `backend` overrides the recipe's compile backend."""
     overrides = [f"model.compile.backend={backend}"] if backend else []
     start = time.monotonic()
-    report = validate_hard(RECIPE, overrides=overrides, timeout_s=timeout_s, out=out)
+    report = validate_hard(RECIPE, overrides=overrides, timeout_s=timeout_s, out=out, backend=backend)
     return report, time.monotonic() - start
 
 
@@ -69,12 +72,23 @@ def figures(report: HardReport) -> dict[str, Any]:
             }
             for r in (smoke_trace.ranks if smoke_trace else [])
         ],
+        "rehearsal": _rehearsal(report),
         "parity": (
             f"{parity.status}: {parity.counts.passed}/{parity.counts.tests} tests"
             if parity and parity.counts
             else (parity.status if parity else "no impact layer")
         ),
     }
+
+
+def _rehearsal(report: HardReport) -> Any:
+    """The rehearsal layer's figures, or why it did not run."""
+    from model_compile.hard.rehearsal_render import summary_lines
+
+    facts = report.rehearsal
+    if facts is None:
+        return "not in this run"
+    return {"status": facts.status, "reason": facts.reason, "wall_s": facts.wall_s, "lines": summary_lines(facts)}
 
 
 def main(argv: list[str] | None = None) -> int:
