@@ -58,7 +58,7 @@ def one(recipe: Path, backend: str, steps: int, python: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="aot_eager")
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--case", action="append", help="substring of a case name (repeatable)")
     parser.add_argument("--python", default=sys.executable, help="interpreter of the rehearsed repository")

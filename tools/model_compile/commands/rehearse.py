@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--config-name", help="stage config to rehearse, without .yaml (default: the first that enables compile)")
     p.add_argument("--python", metavar="PATH", help="the repository's interpreter (default: its .venv/ or venv/, else an active env)")
     p.add_argument("--backend", help="compile backend (default: the stage's; aot_eager on CPU when the stage says inductor)")
-    p.add_argument("--steps", type=int, default=12, help="steps, each with another shape (default 12)")
+    p.add_argument("--steps", type=int, default=10, help="steps, each with another shape (default 10)")
     p.add_argument("--model-config", metavar="PATH", help="a config.json of the architecture, when its name is not recognised")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole rehearsal (default 900)")
     p.add_argument("--out", metavar="DIR", help="where the spec, the record, the log and the trace go")

@@ -56,6 +56,12 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
         out.append(f"{len(recompiles)} recompile(s) (first: {recompiles[0][:200]}) {where}")
     for hit in facts.limit_hits[:3]:
         out.append(f"recompile limit hit: {hit[:240]} {where}")
+    if facts.limit_hits:
+        out.append(
+            "advice: a frame that recompiles per shape runs eager after the limit; compiling per block "
+            "(`model-compile generate RECIPE --path regional --switch --target <blocks> --reason ...`) settles "
+            "across shapes where whole-model compile does not; rehearse again after the change"
+        )
     timing = timing_line(facts)
     if timing:
         out.append(timing)

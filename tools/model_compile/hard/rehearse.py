@@ -23,7 +23,7 @@ from model_compile.vocabulary import BACKENDS
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
 
-DEFAULT_STEPS = 12
+DEFAULT_STEPS = 10
 SKIP_ENV = "MODEL_COMPILE_REHEARSAL"  # "off": --hard lists the rehearsal layer as not run, with its command
 DEFAULT_TIMEOUT_S = 900.0
 

@@ -359,7 +359,7 @@ def _steps(spec: dict[str, Any], engine: Any, eager: Any, compiled: Any, result:
     kind = kind_of(config) if config is not None else "causal_lm"
     merge = int(getattr(getattr(config, "vision_config", None), "spatial_merge_size", 2) or 2)
     runner = StepRunner(engine, spec)
-    shapes = schedule(kind, int(spec.get("steps", 12)), bool(spec.get("packed")))
+    shapes = schedule(kind, int(spec.get("steps", 10)), bool(spec.get("packed")))
     keys = set(spec.get("batch_keys", []))
     result.data["batches"] = {"kind": kind, "path": runner.describe(), "packed": bool(spec.get("packed"))}
     steps: list[dict[str, Any]] = []
