@@ -59,8 +59,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     if facts.limit_hits:
         out.append(
             "advice: a frame that recompiles per shape runs eager after the limit; compiling per block "
-            "(`model-compile generate RECIPE --path regional --switch --target <blocks> --reason ...`) settles "
-            "across shapes where whole-model compile does not; rehearse again after the change"
+            "(`model-compile generate RECIPE --path regional --switch --target <blocks> --reason ...`) keeps the "
+            "code around the blocks (loss, rope index, vision preprocessing) eager and usually settles across "
+            "shapes; rehearse again after the change to see whether it does"
         )
     timing = timing_line(facts)
     if timing:
