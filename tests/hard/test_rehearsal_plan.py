@@ -171,3 +171,22 @@ def test_a_child_that_dies_without_a_record_is_a_failure_and_a_timeout_says_what
     record = {"phases": {"checkpoint": {"ok": True}, "engine": {"ok": True}}, "status": "running"}
     rehearsal.interpret(slow, record, ProcResult(None, 60.0, True, ""), 60)
     assert slow.status == "timeout" and "done: checkpoint, engine" in (slow.reason or "")
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3", "vit"])
+def test_every_tiny_family_trains_on_its_batches(family: str) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from model_compile.runtime.batches import make_batch
+    from model_compile.runtime.tiny_models import build
+
+    model, _ = build(family)
+    kind = kind_of(model.config)
+    assert kind == {"vit": "classifier", "qwen3": "causal_lm"}.get(family, "vlm")
+    assert sum(p.numel() for p in model.parameters()) < 400_000
+    for packed in (False, True) if kind != "classifier" else (False,):
+        for shape in schedule(kind, 2, packed):
+            batch = make_batch(kind, model.config, shape, 0, set())
+            out = model(**batch) if kind == "classifier" else model(**batch, use_cache=False)
+            assert torch.isfinite(out.loss)
+            out.loss.backward()

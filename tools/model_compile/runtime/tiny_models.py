@@ -27,12 +27,15 @@ _TEXT = {
     "num_key_value_heads": 2,
     "head_dim": 16,
     "max_position_embeddings": 4096,
+    "bos_token_id": VOCAB - 6,
+    "eos_token_id": VOCAB - 5,
 }
 _VL_TOKENS = {
     "image_token_id": VOCAB - 4,
     "video_token_id": VOCAB - 3,
     "vision_start_token_id": VOCAB - 2,
     "vision_end_token_id": VOCAB - 1,
+    "eos_token_id": VOCAB - 5,
 }
 
 # family -> (config class, model class, tiny config kwargs)
