@@ -190,3 +190,34 @@ def test_every_tiny_family_trains_on_its_batches(family: str) -> None:
             out = model(**batch) if kind == "classifier" else model(**batch, use_cache=False)
             assert torch.isfinite(out.loss)
             out.loss.backward()
+
+
+def test_a_recipe_builder_from_schema_sizes_is_shrunk(tmp_path: Path) -> None:
+    recipe = tmp_path / "repo" / "recipes" / "vit"
+    for sub in ("configs", "engine"):
+        (recipe / sub).mkdir(parents=True)
+    (recipe / "configs" / "schema.py").write_text(
+        "from typing import Literal\nfrom pydantic import BaseModel, Field\n\n\n"
+        "class CompileConfig(BaseModel):\n    enabled: bool = False\n"
+        '    backend: Literal["inductor", "aot_eager", "eager"] = "inductor"\n'
+        '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n\n\n'
+        "class ViTModelConfig(BaseModel):\n    load_pretrained_weights: bool = False\n"
+        '    pretrained_model_name_or_path: str = "google/vit-base-patch16-224"\n'
+        "    hidden_size: int = Field(768, ge=1)\n    num_hidden_layers: int = Field(default=12)\n    patch_size: int = 8\n"
+        "    compile: CompileConfig = Field(default_factory=CompileConfig)\n\n\n"
+        "class Root(BaseModel):\n    model: ViTModelConfig = Field(default_factory=ViTModelConfig)\n"
+    )
+    (recipe / "engine" / "vit_engine.py").write_text(
+        "class VitEngine:\n    def prepare_model(self):\n        model = build_vit_model(self.config.model)\n"
+        "        if self.config.model.compile.enabled:\n            model = self.model_kit.apply_model_compile(model, "
+        "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+        "        return parallelize_model(model)\n"
+    )
+    (recipe / "configs" / "train.yaml").write_text(
+        "model:\n  pretrained_model_name_or_path: google/vit-base-patch16-224\n  load_pretrained_weights: false\n"
+        "  image_size: 224\n  compile: {enabled: false, backend: inductor, mode: default}\n"
+    )
+    p = plan(analyze_path(recipe).recipes[0], recipe, tmp_path / "repo", tmp_path / "out")
+    assert p.spec["checkpoint"] is None  # the stage does not load the checkpoint: the recipe builds from its sizes
+    assert {"model.hidden_size=32", "model.num_hidden_layers=2", "model.image_size=32"} <= set(p.overrides)
+    assert not any(o.startswith("model.patch_size") for o in p.overrides)  # already tiny

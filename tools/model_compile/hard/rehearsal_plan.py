@@ -8,6 +8,7 @@ child's spec (`runtime/rehearsal.py`).
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -191,6 +192,39 @@ def _recipe_mentions(recipe_root: Path, words: tuple[str, ...]) -> set[str]:
     return found
 
 
+def schema_size_defaults(recipe: RecipeReport, recipe_root: Path) -> dict[str, int]:
+    """Integer defaults of the size fields of the schema's model class (`hidden_size: int = 768`), read with ast."""
+    schema = recipe.config.schema_
+    if not schema.file or not schema.model_class:
+        return {}
+    try:
+        tree = ast.parse((recipe_root / schema.file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[str, int] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == schema.model_class:
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.target.id in SIZE_FIELDS:
+                    value = _default_of(item.value)
+                    if type(value) is int:
+                        out[item.target.id] = value
+    return out
+
+
+def _default_of(node: ast.expr | None) -> object:
+    """`768`, `Field(768, ...)` or `Field(default=768, ...)` -> 768."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Field":
+        if node.args and isinstance(node.args[0], ast.Constant):
+            return node.args[0].value
+        for kw in node.keywords:
+            if kw.arg == "default" and isinstance(kw.value, ast.Constant):
+                return kw.value.value
+    return None
+
+
 def module_name(path: Path, repo_root: Path) -> tuple[str, Path]:
     """(dotted module, sys.path entry): relative to the repository root when the file lies in it (its
     recipes import as `recipes.<name>...`, namespace folders included), else as pytest would find it."""
@@ -244,9 +278,10 @@ def plan(
             overrides.append(f"{load_flag}=true")
     model_prefix = pretrained_key.rsplit(".", 1)[0] if pretrained_key and "." in pretrained_key else "model"
     if checkpoint is None:
+        defaults = schema_size_defaults(recipe, recipe_root)
         for key, tiny in SIZE_FIELDS.items():
             full = f"{model_prefix}.{key}"
-            value = paths.get(full)
+            value = paths.get(full, defaults.get(key))
             if isinstance(value, int) and not isinstance(value, bool) and value > tiny:
                 overrides.append(f"{full}={tiny}")
         if any(o.split("=")[0].endswith(tuple(SIZE_FIELDS)) for o in overrides):
