@@ -43,6 +43,12 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     where = f"[rehearsal, {facts.label}, {facts.backend}]"
     if facts.status == "not-run":
         return [f"rehearsal not run: {facts.reason}"]
+    model = facts.model_class or facts.family or "the recipe's model"
+    size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
+    out.append(
+        f"stage {facts.stage} on a tiny {model}{size}, architecture from {facts.family_source}; "
+        f"backend {facts.backend}: {facts.backend_reason}; steps through {facts.path or '-'}"
+    )
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
