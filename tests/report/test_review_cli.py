@@ -124,9 +124,12 @@ def test_hard_layers_not_reached_are_listed_with_commands(tmp_path: Path) -> Non
     }
     facts = read_hard(stopped, recipe, "kit")
     assert [(r.name, r.status) for r in facts.layers] == [
-        ("soft", "failed"), ("structure", "not-reached"), ("smoke", "not-reached"), ("impact:test_compile_parity.py", "not-reached")
+        ("soft", "failed"), ("structure", "not-reached"), ("rehearsal", "not-reached"), ("smoke", "not-reached"),
+        ("impact:test_compile_parity.py", "not-reached")
     ]
-    assert all(r.command and "pytest" in r.command for r in facts.layers[1:])
+    assert all(r.command and " -m pytest " in r.command for r in facts.layers[1:] if r.name != "rehearsal")
+    rehearsal = next(r for r in facts.layers if r.name == "rehearsal")
+    assert rehearsal.command and rehearsal.command.startswith("model-compile rehearse ")
     from model_compile.analyze import analyze_path
 
     report = build_tree(analyze_path(recipe), recipe, hard={"vlm_kit": stopped})

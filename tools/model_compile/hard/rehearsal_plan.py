@@ -160,7 +160,7 @@ def resolve_family(
         data = _read_config_json(model_config)
         return _family_of_config(data, str(model_config)), f"--model-config {model_config}", data
     if value is None:
-        return None, "built by the recipe from its own config fields (no checkpoint to shrink)", None
+        return None, "the recipe's own config fields (no checkpoint to shrink)", None
     local = Path(value) if os.path.isabs(value) else repo_root / value
     if (local / "config.json").is_file():
         data = _read_config_json(local / "config.json")

@@ -80,12 +80,17 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
             )
         )
     seen = {_base(r.name) for r in rows}
+    stopped = any(r.status in ("failed", "timeout") for r in rows)
     if recipe_root is not None:
         for row in planned_layers(recipe_root, compile_path):
             if _base(row.name) not in seen:
-                if row.status != "missing":
+                if row.status != "missing" and stopped:
                     row.status, row.reason = "not-reached", "not reached: an earlier layer failed"
+                elif row.status != "missing":
+                    row.reason = "not part of this hard run (run its command)"
                 rows.append(row)
+        order = {name: i for i, name in enumerate(LAYER_ORDER)}
+        rows.sort(key=lambda r: order.get(_base(r.name), len(order)))
     return HardFacts(
         where=where,
         cpu_only=bool(env.get("cpu_only", True)),
