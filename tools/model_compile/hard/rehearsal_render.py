@@ -19,7 +19,7 @@ def _worst(facts: RehearsalFacts, attr: str) -> float | None:
 def _logits(facts: RehearsalFacts) -> str:
     worst = _worst(facts, "logits_rel_err")
     if worst is None:
-        return "not captured (the forward path hides them inside a compiled module)"
+        return "not captured (the output has none outside compiled code, e.g. a chunked loss)"
     return _e(worst)
 
 
