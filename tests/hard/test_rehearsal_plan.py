@@ -218,6 +218,7 @@ def test_a_recipe_builder_from_schema_sizes_is_shrunk(tmp_path: Path) -> None:
         "  image_size: 224\n  compile: {enabled: false, backend: inductor, mode: default}\n"
     )
     p = plan(analyze_path(recipe).recipes[0], recipe, tmp_path / "repo", tmp_path / "out")
-    assert p.spec["checkpoint"] is None  # the stage does not load the checkpoint: the recipe builds from its sizes
+    assert p.spec["checkpoint"]["family"] == "vit"  # written for a builder that reads the config from the path
+    assert f"model.pretrained_model_name_or_path={tmp_path / 'out' / 'tiny-checkpoint'}" in p.overrides
     assert {"model.hidden_size=32", "model.num_hidden_layers=2", "model.image_size=32"} <= set(p.overrides)
     assert not any(o.startswith("model.patch_size") for o in p.overrides)  # already tiny

@@ -267,17 +267,23 @@ def plan(
     # the architecture
     pretrained_key = next((k for k in paths if k.split(".")[-1] in PRETRAINED_KEYS and isinstance(paths[k], str)), None)
     load_flag = next((k for k in paths if k.split(".")[-1] in LOAD_FLAGS), None)
-    loads = pretrained_key is not None and (load_flag is None or paths[load_flag] is not False)
-    family, family_source, base = resolve_family(str(paths[pretrained_key]) if loads and pretrained_key else None, repo_root, model_config)
+    loads_weights = load_flag is None or paths[load_flag] is not False
+    value = str(paths[pretrained_key]) if pretrained_key else None
+    try:
+        family, family_source, base = resolve_family(value, repo_root, model_config)
+    except NotPlanned as exc:
+        if loads_weights or model_config is not None:
+            raise
+        # the stage builds from the recipe's own fields: the name may not matter (the eager twin tells)
+        family, family_source, base = None, f"the recipe's own config fields ({exc})", None
     checkpoint = None
     if family is not None and pretrained_key is not None:
+        # written even when the stage does not load weights: a builder may still read the config there
         ckpt_dir = out_dir / "tiny-checkpoint"
         checkpoint = {"family": family, "dir": str(ckpt_dir), "base": base}
         overrides.append(f"{pretrained_key}={ckpt_dir}")
-        if load_flag is not None and paths[load_flag] is False:
-            overrides.append(f"{load_flag}=true")
     model_prefix = pretrained_key.rsplit(".", 1)[0] if pretrained_key and "." in pretrained_key else "model"
-    if checkpoint is None:
+    if checkpoint is None or not loads_weights:
         defaults = schema_size_defaults(recipe, recipe_root)
         for key, tiny in SIZE_FIELDS.items():
             full = f"{model_prefix}.{key}"
