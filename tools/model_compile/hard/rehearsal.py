@@ -69,6 +69,7 @@ def child_env(base: dict[str, str], out_dir: Path) -> dict[str, str]:
             "WANDB_MODE": "disabled",
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",  # nothing is written into the repository, not even __pycache__
         }
     )
     return env
