@@ -222,3 +222,20 @@ def test_a_recipe_builder_from_schema_sizes_is_shrunk(tmp_path: Path) -> None:
     assert f"model.pretrained_model_name_or_path={tmp_path / 'out' / 'tiny-checkpoint'}" in p.overrides
     assert {"model.hidden_size=32", "model.num_hidden_layers=2", "model.image_size=32"} <= set(p.overrides)
     assert not any(o.startswith("model.patch_size") for o in p.overrides)  # already tiny
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "tensorrt"], "--backend 'tensorrt' is not one of"),
+        (["--steps", "1"], "--steps must be >= 2"),
+        (["--model-config", "/nonexistent/config.json"], "no such file"),
+        (["--timeout", "0"], "--timeout must be > 0"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from model_compile.cli import main
+
+    code = main(["rehearse", str(RECIPES / "lm_blocks"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
