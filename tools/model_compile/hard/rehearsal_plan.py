@@ -282,6 +282,11 @@ def plan(
         ckpt_dir = out_dir / "tiny-checkpoint"
         checkpoint = {"family": family, "dir": str(ckpt_dir), "base": base}
         overrides.append(f"{pretrained_key}={ckpt_dir}")
+        if not loads_weights:
+            family_source = (
+                f"the recipe's builder and its own size fields, shrunk ({load_flag} is false; a tiny {family} "
+                f"checkpoint from {family_source} sits at the pretrained path for a builder that reads its config)"
+            )
     model_prefix = pretrained_key.rsplit(".", 1)[0] if pretrained_key and "." in pretrained_key else "model"
     if checkpoint is None or not loads_weights:
         defaults = schema_size_defaults(recipe, recipe_root)

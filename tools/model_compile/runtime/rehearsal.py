@@ -376,6 +376,7 @@ def _steps(spec: dict[str, Any], engine: Any, eager: Any, compiled: Any, result:
     finally:
         watch.close()
         result.data["notes"] = runner.notes
+        result.data["batches"]["path"] = runner.describe()  # a skipped train_pre_step shows
     result.phase("steps", count=len(steps), path=runner.describe())
 
 
