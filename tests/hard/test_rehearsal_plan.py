@@ -116,7 +116,7 @@ def test_schedule_has_ten_distinct_lengths_and_every_vlm_step_an_image() -> None
         if kind == "vlm":
             assert all(any(x.images for x in s.samples) for s in shapes)
             assert {len(x.images) for s in shapes for x in s.samples} == {0, 1, 2}
-    assert len({s.describe("classifier") for s in schedule("classifier", 4, False)}) == 4
+    assert len({s.describe("classifier") for s in schedule("classifier", 10, False)}) == 10
 
 
 def test_kind_of_reads_the_model_config() -> None:

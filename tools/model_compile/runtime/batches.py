@@ -76,7 +76,7 @@ def schedule(kind: str, steps: int, packed: bool) -> list[Shape]:
     seen: set[int] = set()
     for i in range(steps):
         if kind == "classifier":
-            shapes.append(Shape([Sample(0) for _ in range(1 + i % 4)], packed=False))
+            shapes.append(Shape([Sample(0) for _ in range(1 + i)], packed=False))  # batch 1, 2, 3, ...
             continue
         count = 1 + i % 3 if packed else 2
         samples = []
