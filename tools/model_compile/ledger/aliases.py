@@ -169,7 +169,25 @@ def aliasable(expr: ast.expr) -> bool:
         return aliasable(expr.operand)
     if isinstance(expr, ast.BoolOp):
         return all(aliasable(v) for v in expr.values)
+    if truth_of(expr) is not None:
+        return True
+    if isinstance(expr, ast.Compare) and all(isinstance(c, ast.Constant) for c in expr.comparators):
+        return aliasable(expr.left)  # `flag = cfg.enabled is True`
     return False
+
+
+def truth_of(expr: ast.expr) -> ast.expr | None:
+    """`bool(x)` -> x: a flag built through a call that keeps its truth (None for any other call)."""
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "bool"
+        and len(expr.args) == 1
+        and not expr.keywords
+    ):
+        arg = getattr_as_attribute(expr.args[0]) or expr.args[0]
+        return arg if aliasable(arg) else None
+    return None
 
 
 def target_names(target: ast.expr) -> list[str]:

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.parse.models import FieldFact
+from model_compile.parse.models import FieldFact, StageFacts
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, engine_text, mark, replace_once
@@ -79,7 +79,11 @@ class InvalidCompileValue(Rule):
     id = "MC202"
     severity = "error"
     title = "backend or mode outside the allowed sets"
-    what = "Flags backend/mode values (schema defaults, Literal choices, stage YAMLs) outside the allowed sets and non-bool `enabled`."
+    what = (
+        "Flags backend/mode values (schema defaults, Literal choices, stage YAMLs) outside the allowed sets and non-bool "
+        "`enabled`. A stage value OmegaConf resolves at run time (`${oc.env:NAME,inductor}`) is no literal: its "
+        "default is checked when it has one, and one without (`${model.other}`) is shown as dynamic by `inspect`."
+    )
     why = "An unknown backend or mode fails only at the first training step, on the accelerator, after the job queued."
     example = "compile:\n  enabled: yes-please\n  backend: inductr"
     use_instead = "backend: inductor | aot_eager | eager; mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs"
@@ -88,10 +92,30 @@ class InvalidCompileValue(Rule):
         Example(),
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")}),
         Example(stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs")}, note="longest allowed mode"),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,inductor}"')},
+            note="OmegaConf interpolation with a valid default",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", "backend: ${model.compile_backend}")},
+            note="interpolation with no default: dynamic, not checked as a literal",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,false}"')},
+            note="enabled from the environment, default false",
+        ),
     ]
     INVALID = [
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr  # <- MC202")}),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,bogus}"  # <- MC202')},
+            note="interpolation whose default is invalid",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: ${oc.select:train.compile_mode,max-autotune-no-cudagraph}  # <- MC202")},
+            note="oc.select with a misspelled default",
+        ),
         Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"  # <- MC202')),
         Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202')),
         Example(
@@ -146,19 +170,37 @@ class InvalidCompileValue(Rule):
                         subject=f"compile argument {name}",
                     )
         for stage in ctx.config.stages:
+            # A value resolved at run time (an OmegaConf interpolation) is no literal: only its default,
+            # when it has one, is checked; `${model.other}` is dynamic and nothing here can judge it.
             for name in ("backend", "mode"):
-                if name in stage.values and stage.values[name] not in ALLOWED[name]:
+                known, value = stage.static_value(name)
+                if known and value not in ALLOWED[name]:
                     yield self.finding(
                         ctx, stage.file, stage.lines.get(name, 1),
-                        f"{stage.name}: {name} {stage.values[name]!r} is not one of {ALLOWED[name]}",
+                        f"{stage.name}: {name} {_stage_value(stage, name, value)} is not one of {ALLOWED[name]}",
                         subject=f"stage {stage.name} {name}",
                     )
-            if "enabled" in stage.values and not isinstance(stage.values["enabled"], bool):
+            known, value = stage.static_value("enabled")
+            if known and not _bool_like(value, dynamic="enabled" in stage.dynamic):
                 yield self.finding(
                     ctx, stage.file, stage.lines.get("enabled", 1),
-                    f"{stage.name}: enabled {stage.values['enabled']!r} is not a bool",
+                    f"{stage.name}: enabled {_stage_value(stage, 'enabled', value)} is not a bool",
                     subject=f"stage {stage.name} enabled",
                 )
+
+
+def _stage_value(stage: StageFacts, name: str, value: object) -> str:
+    """A stage value as the message names it: the literal, or a dynamic field's default."""
+    if name in stage.dynamic:
+        return f"{value!r} (the default of `{stage.dynamic[name]}`, resolved at run time)"
+    return repr(value)
+
+
+def _bool_like(value: object, dynamic: bool) -> bool:
+    """A bool; for a run-time default also the strings pydantic reads as one (oc.env yields strings)."""
+    if isinstance(value, bool):
+        return True
+    return dynamic and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "on", "off", "1", "0")
 
 
 def _literal_string(source: str | None) -> str | None:
@@ -199,6 +241,10 @@ class EnabledWithoutIntent(Rule):
     INVALID = [
         Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend")),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # <- MC203")}),
+        Example(
+            stages={"train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,true}"  # <- MC203')},
+            note="enabled unless the environment says otherwise",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -219,11 +265,13 @@ class EnabledWithoutIntent(Rule):
                 subject="schema default enabled",
             )
         for stage in ctx.config.stages:
-            if stage.values.get("enabled") is True:
+            known, value = stage.static_value("enabled")
+            if known and value is True:
                 line = stage.lines.get("enabled", 1)
                 if not ctx.documented("enabled", stage.file, line):
+                    how = f" by default (`{stage.dynamic['enabled']}`)" if "enabled" in stage.dynamic else ""
                     yield self.finding(
-                        ctx, stage.file, line, f"stage {stage.name} enables compile without a documented reason",
+                        ctx, stage.file, line, f"stage {stage.name} enables compile{how} without a documented reason",
                         subject=f"stage {stage.name} enabled",
                     )
 
@@ -269,6 +317,25 @@ class ConfigNotWired(Rule):
             ),
             note="getattr gate",
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                "use_compile = bool(self.config.model.compile.enabled)\nif use_compile:",
+            ),
+            note="a gate flag built through bool()",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                'use_compile = bool(getattr(self.config.model.compile, "enabled", False))\n'
+                "if self.config.model.gradient_checkpointing.enabled and not use_compile:\n"
+                "    self.logger.info('eager run with checkpointing')\n"
+                "if use_compile:",
+            ),
+            note="bool() of a getattr, read twice",
+        ),
     ]
     INVALID = [
         # Findings on a multi-line call land on its first line.
@@ -283,6 +350,42 @@ class ConfigNotWired(Rule):
                 "MC204",
             ),
             note="inverted",
+        ),
+        Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:",
+                    "use_compile = bool(self.config.model.gradient_checkpointing.enabled)\nif use_compile:",
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="a flag through bool() of another field (near miss)",
+        ),
+        Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:",
+                    "use_compile = bool(self.config.model.compile.enabled)\nuse_compile = self.config.debug\nif use_compile:",
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="the flag rebound to another field before the gate",
+        ),
+        Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:",
+                    "use_compile = not bool(self.config.model.compile.enabled)\nif use_compile:",
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="a flag through bool(), negated: inverted gate",
         ),
         Example(
             body=mark(replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), "apply_model_compile(", "MC204"),

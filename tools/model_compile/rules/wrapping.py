@@ -15,7 +15,7 @@ from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive
 from model_compile.rules.finding import Finding
-from model_compile.rules.path import REGIONAL_BODY
+from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
 from model_compile.rules.placement import _FSDP2_PER_BLOCK, _GATED_KIT, _RETURN, _WITHOUT_COMPILE
 from model_compile.rules.scaffold import CANONICAL_BODY, STAGE, mark, replace_once
 
@@ -27,6 +27,37 @@ _LOCAL_AFTER_WRAP = replace_once(
     _WITHOUT_COMPILE, _RETURN, _WRAP + "if self.config.model.compile.enabled:\n" + _LOCAL_COMPILE + "return model\n"
 )
 _POST_WRAP_NOTE = "    # model-compile: post-wrap - the DeepSpeed engine must own the module first\n"
+_KIT_UNGATED = "model = " + KIT_CALL + "\n"
+# Real trainers gate compile with an early return on the compile-off branch: the wrap in that
+# branch and the kit call after it are on different paths through prepare_model().
+_EARLY_EAGER_EXIT = replace_once(
+    CANONICAL_BODY,
+    _GATED_KIT,
+    "if not self.config.model.compile.enabled:\n    " + _RETURN + _KIT_UNGATED,
+)
+_EARLY_EAGER_EXIT_ELSE = replace_once(
+    CANONICAL_BODY,
+    _GATED_KIT,
+    "if self.config.model.compile.enabled:\n    pass\nelse:\n    model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    "    return model\n" + _KIT_UNGATED,
+)
+# Near misses: the early return on the compile-ON branch, after a wrap on that same path; an
+# early return on another flag, and a wrap before the kit call on the path that goes on.
+_EARLY_COMPILED_EXIT = replace_once(
+    CANONICAL_BODY,
+    _GATED_KIT,
+    "if self.config.model.compile.enabled:\n    " + _WRAP
+    + "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, "
+    "mode=self.config.model.compile.mode)  # <- MC408\n    return model\n",
+)
+_EARLY_EVAL_EXIT = replace_once(
+    _WITHOUT_COMPILE,
+    _RETURN,
+    "if self.config.eval_only:\n    " + _RETURN + _WRAP
+    + "if self.config.model.compile.enabled:\n"
+    "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, "
+    "mode=self.config.model.compile.mode)  # <- MC408\nreturn model\n",
+)
 
 
 def _mesh(shard: int) -> str:
@@ -83,6 +114,14 @@ class CompileAfterWrap(Rule):
             note="post-wrap documented in the README",
         ),
         Example(body=_KIT_AFTER_WRAP, note="a kit call after the wrap is MC408's, not MC404's"),
+        Example(
+            body=replace_once(
+                _WITHOUT_COMPILE,
+                _RETURN,
+                "if not self.config.model.compile.enabled:\n    " + _RETURN + _LOCAL_COMPILE.strip() + "\n" + _RETURN,
+            ),
+            note="early eager return, then recipe-local compile before the wrap",
+        ),
     ]
     INVALID = [Example(body=mark(_LOCAL_AFTER_WRAP, "model.compile(", "MC404"))]
 
@@ -123,9 +162,13 @@ class KitCompileAfterWrap(Rule):
             body=replace_once(_LOCAL_AFTER_WRAP, _LOCAL_COMPILE, _POST_WRAP_NOTE + _LOCAL_COMPILE),
             note="documented recipe-local post-wrap compile",
         ),
+        Example(body=_EARLY_EAGER_EXIT, note="early return (wrapped, eager) when compile is off, then the kit call, then the wrap"),
+        Example(body=_EARLY_EAGER_EXIT_ELSE, note="the eager wrap-and-return in the else arm"),
     ]
     INVALID = [
         Example(body=mark(_KIT_AFTER_WRAP, "apply_model_compile(", "MC408")),
+        Example(body=_EARLY_COMPILED_EXIT, note="early return on the compile-on branch, wrapped before the kit call"),
+        Example(body=_EARLY_EVAL_EXIT, note="an early return on another flag: the path that goes on wraps, then compiles"),
         Example(
             body=mark(
                 replace_once(_KIT_AFTER_WRAP, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled:\n" + _POST_WRAP_NOTE),
