@@ -168,6 +168,37 @@ def call_subject(event: Event) -> str:
     return f"{event.kind} {callee}" + (f" {event.target}" if event.target else "")
 
 
+_LEAD_RE = re.compile(r"^\s*(return\s+|(?:[\w.\[\]'\"]+(?:\s*,\s*[\w.]+)*)\s*=(?!=)\s*)")
+
+
+def short_call(event: Event) -> str:
+    """How a finding names a step: its callee, `apply_gradient_checkpointing(...)`, `model.compile(...)`,
+    `torch.compile(...)` (a `self.` kit or method call by its last name); an assignment by its target."""
+    text = event.call or event.kind
+    rest = _LEAD_RE.sub("", text, count=1)
+    m = _CALLEE_RE.match(rest.lstrip())
+    if m:
+        callee = m.group(1)
+        if callee.startswith("self."):
+            callee = callee.rsplit(".", 1)[-1]
+        return f"{callee}(...)"
+    first = text.strip().splitlines()[0] if text.strip() else event.kind
+    if len(first) <= 60:
+        return first
+    lhs, eq, _ = first.partition(" = ")
+    return f"{lhs} = ..." if eq else first[:57] + "..."
+
+
+def line_ref(event: Event, in_file: str | None = None) -> str:
+    """`L190`; `path:190` when the step sits in another file than the finding's."""
+    return f"L{event.line}" if in_file is None or event.file == in_file else f"{event.file}:{event.line}"
+
+
+def step_ref(event: Event, in_file: str | None = None) -> str:
+    """`apply_gradient_checkpointing(...)` (L190)`, for a message."""
+    return f"`{short_call(event)}` ({line_ref(event, in_file)})"
+
+
 def compile_events(ctx: RecipeContext, reachable: bool = True) -> list[tuple[int, Event, list[Event]]]:
     """(index, compile event, all events of its ledger)."""
     out = []

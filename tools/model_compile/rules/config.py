@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.parse.models import FieldFact, StageFacts
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state, step_ref
 from model_compile.rules.finding import Finding
+from model_compile.rules.placement import _GATED_KIT, _WITHOUT_COMPILE
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, engine_text, mark, replace_once
 from model_compile.vocabulary import BACKENDS, MODES
 
@@ -189,6 +191,44 @@ class InvalidCompileValue(Rule):
                 )
 
 
+def _default_effect(ctx: RecipeContext) -> str:
+    """MC203 on a schema default of True: which stages get compile from it today, and which would."""
+    stages = ctx.config.stages
+    inherit = [s.name for s in stages if "enabled" not in s.values]
+    new_file = "any new stage file without a `compile:` block (or without `enabled` in it) would too"
+    if inherit:
+        verb = "sets" if len(inherit) == 1 else "set"
+        return (
+            f"schema default enables compile: {', '.join(inherit)} {verb} no `model.compile.enabled` and "
+            f"{'gets' if len(inherit) == 1 else 'get'} compile from it today; {new_file}"
+        )
+    if stages:
+        off = [s.name for s in stages if s.values.get("enabled") is False]
+        which = f"every stage sets false: {', '.join(off)}" if len(off) == len(stages) else "every stage sets `enabled` itself"
+        return (
+            f"schema default enables compile: no stage gets it today ({which}), but any new stage file without a "
+            "`compile:` block (or without `enabled` in it) would get compile"
+        )
+    return "schema default enables compile: there is no stage YAML yet, so every stage file without a `compile:` block would get compile"
+
+
+_CONFIG_ROOT = re.compile(r"^(?:self\.)?(?:config|cfg|conf|args|hparams)\.(?P<field>[A-Za-z_][\w.]*)$")
+
+
+def _argument_source(value: str) -> str:
+    """Where a compile argument comes from, for MC204: a literal, another config field, or some expression."""
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, SyntaxError, RecursionError):
+        literal = None
+    else:
+        return f"is hard-coded as {literal!r}"
+    m = _CONFIG_ROOT.match(value.strip())
+    if m:
+        return f"is read from `{m.group('field')}`"
+    return f"is passed as `{value}`"
+
+
 def _stage_value(stage: StageFacts, name: str, value: object) -> str:
     """A stage value as the message names it: the literal, or a dynamic field's default."""
     if name in stage.dynamic:
@@ -258,10 +298,8 @@ class EnabledWithoutIntent(Rule):
             and enabled.default is True
             and not ctx.documented("enabled", schema.file, enabled.line or 0)
         ):
-            overridden = [s.name for s in ctx.config.stages if s.values.get("enabled") is False]
-            extra = f" (every stage sets false: {', '.join(overridden)})" if overridden and len(overridden) == len(ctx.config.stages) else ""
             yield self.finding(
-                ctx, schema.file, enabled.line or 1, f"schema default enables compile{extra}; is that intended?",
+                ctx, schema.file, enabled.line or 1, _default_effect(ctx) + "; is that intended?",
                 subject="schema default enabled",
             )
         for stage in ctx.config.stages:
@@ -336,6 +374,10 @@ class ConfigNotWired(Rule):
             ),
             note="bool() of a getattr, read twice",
         ),
+        Example(
+            body=_WITHOUT_COMPILE + _GATED_KIT,
+            note="compile after the return is MC405's one error, not also 'never compiles'",
+        ),
     ]
     INVALID = [
         # Findings on a multi-line call land on its first line.
@@ -392,6 +434,14 @@ class ConfigNotWired(Rule):
             note="hard-coded backend",
         ),
         Example(
+            body=mark(
+                replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", "backend=self.config.optim.compile_backend"),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="backend read from another config field",
+        ),
+        Example(
             engine=mark(
                 engine_text(
                     "model = self.model_kit.build_model(self.config.model.path)\n"
@@ -407,7 +457,9 @@ class ConfigNotWired(Rule):
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         events = compile_events(ctx)
         schema = ctx.config.schema_
-        if not events and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
+        # A compile call that is never reached is MC405's one error, not also "never compiles" here.
+        written = compile_events(ctx, reachable=False)
+        if not written and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
             ledger = ctx.ledgers[0]
             yield self.finding(
                 ctx, ledger.file, ledger.line,
@@ -419,23 +471,24 @@ class ConfigNotWired(Rule):
             state = gate_state(e)
             if state == "inverted":
                 yield self.finding(
-                    ctx, e.file, e.line, f"`{e.call}` runs when model.compile.enabled is false (inverted gate)",
+                    ctx, e.file, e.line, f"compile {step_ref(e)} runs when model.compile.enabled is false (inverted gate)",
                     subject=f"{call_subject(e)} gate",
                 )
             elif state == "ungated":
                 yield self.finding(
-                    ctx, e.file, e.line, f"`{e.call}` is not gated by model.compile.enabled", subject=f"{call_subject(e)} gate"
+                    ctx, e.file, e.line, f"compile {step_ref(e)} is not gated by model.compile.enabled",
+                    subject=f"{call_subject(e)} gate",
                 )
             for name in ("backend", "mode"):
                 value = e.arguments.get(name)
                 if value is None:
                     yield self.finding(
-                        ctx, e.file, e.line, f"`{e.call}` does not pass {name} from model.compile.{name}",
+                        ctx, e.file, e.line, f"compile {step_ref(e)} does not pass {name} from model.compile.{name}",
                         subject=f"{call_subject(e)} {name}",
                     )
                 elif f"compile.{name}" not in value:
                     yield self.finding(
-                        ctx, e.file, e.line, f"{name} is hard-coded as {value} instead of model.compile.{name}",
+                        ctx, e.file, e.line, f"compile {step_ref(e)}: {name} {_argument_source(value)} instead of `model.compile.{name}`",
                         subject=f"{call_subject(e)} {name}",
                     )
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
 from model_compile.rules.placement import _FSDP2_PER_BLOCK, _GATED_KIT, _RETURN, _WITHOUT_COMPILE
@@ -67,10 +67,6 @@ def _mesh(shard: int) -> str:
 def wrapper_name(event: Event) -> str:
     """The callee of a wrap event: `parallelize_model`, `fully_shard`, `DistributedDataParallel`."""
     return event.call.split("(")[0].split("=")[-1].strip().split(".")[-1]
-
-
-def _callee(event: Event) -> str:
-    return call_subject(event).split()[1]
 
 
 def stage_split(ctx: RecipeContext) -> tuple[list[str], list[str], list[str]]:
@@ -134,7 +130,7 @@ class CompileAfterWrap(Rule):
                 continue
             yield self.finding(
                 ctx, c.file, c.line,
-                f"`{c.call}` runs after distributed wrapping (`{wraps[-1].call}`, line {wraps[-1].line})",
+                f"{step_ref(c)} runs after distributed wrapping {step_ref(wraps[-1], c.file)}",
                 subject=call_subject(c),
             )
 
@@ -187,9 +183,9 @@ class KitCompileAfterWrap(Rule):
             wrap = wraps[-1]
             yield self.finding(
                 ctx, c.file, c.line,
-                f"kit compile `{_callee(c)}(...)` runs after distributed wrapping (`{wrapper_name(wrap)}(...)`, line {wrap.line})"
+                f"kit compile {step_ref(c)} runs after distributed wrapping {step_ref(wrap, c.file)}"
                 + self._consequence(ctx, wrap),
-                fix=f"move the kit call before `{wrapper_name(wrap)}(...)` (line {wrap.line}); "
+                fix=f"move the kit call before {step_ref(wrap, c.file)}; "
                 "`# model-compile: post-wrap` applies to recipe-local compile only",
                 subject=call_subject(c),
             )
