@@ -140,7 +140,7 @@ class InvalidCompileValue(Rule):
                 if fact.default is not None and fact.default not in ALLOWED[name]:
                     yield self.finding(
                         ctx, schema.file, fact.line or 1, f"default {name} {fact.default!r} is not one of {ALLOWED[name]}",
-                        _typed_hint(fact, name), subject=f"schema default {name}",
+                        _typed_hint(fact, name), subject=f"schema default {name} | {fact.default!r}",
                     )
                 bad = [v for v in fact.allowed or [] if v not in ALLOWED[name]]
                 if bad:
@@ -180,7 +180,7 @@ class InvalidCompileValue(Rule):
                     yield self.finding(
                         ctx, stage.file, stage.lines.get(name, 1),
                         f"{stage.name}: {name} {_stage_value(stage, name, value)} is not one of {ALLOWED[name]}",
-                        subject=f"stage {stage.name} {name}",
+                        subject=f"stage {stage.name} {name} | {value!r}",
                     )
             known, value = stage.static_value("enabled")
             if known and not _bool_like(value, dynamic="enabled" in stage.dynamic):
@@ -300,7 +300,8 @@ class EnabledWithoutIntent(Rule):
         ):
             yield self.finding(
                 ctx, schema.file, enabled.line or 1, _default_effect(ctx) + "; is that intended?",
-                subject="schema default enabled",
+                # Scoped by the stages that get compile from the default: a change that adds one makes it new.
+                subject="schema default enabled | " + (", ".join(s.name for s in ctx.config.stages if "enabled" not in s.values) or "no stage"),
             )
         for stage in ctx.config.stages:
             known, value = stage.static_value("enabled")

@@ -77,6 +77,21 @@ def stage_split(ctx: RecipeContext) -> tuple[list[str], list[str], list[str]]:
     return ddp, fsdp, unknown
 
 
+def compile_state(ctx: RecipeContext) -> dict[str, bool | None]:
+    """Whether each stage trains compiled, as far as the files say: its own `enabled` (a literal or a
+    run-time default), else the schema default; None when neither is known."""
+    enabled = ctx.config.schema_.fields.get("enabled")
+    default = enabled.default if enabled is not None and enabled.present and isinstance(enabled.default, bool) else None
+    out: dict[str, bool | None] = {}
+    for s in ctx.config.stages:
+        if "enabled" in s.values:
+            known, value = s.static_value("enabled")
+            out[s.name] = value if known and isinstance(value, bool) else None
+        else:
+            out[s.name] = default
+    return out
+
+
 def _shard_values(ctx: RecipeContext, names: list[str]) -> str:
     values = sorted({str(s.mesh.get("shard")) for s in ctx.config.stages if s.name in names})
     return ", ".join(values)
@@ -244,6 +259,15 @@ class WholeModelBeforeBlockSharding(Rule):
             stages={"stage1": STAGE + _mesh(1), "stage2": STAGE + _mesh(8)},
             note="one of two stages shards",
         ),
+        Example(
+            body=mark(CANONICAL_BODY, "apply_model_compile(", "MC407"),
+            files=_FSDP2_PER_BLOCK,
+            stages={
+                "stage1": STAGE + _mesh(1),
+                "stage2": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured") + _mesh(8),
+            },
+            note="compile on in the stage that shards",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -255,16 +279,28 @@ class WholeModelBeforeBlockSharding(Rule):
                     continue
                 name = wrapper_name(w)
                 in_loop = any(b.arm == "loop" for b in w.branches)
+                scope = ""
                 if name == "fully_shard" and in_loop:
                     where = "block by block"
                 elif name in ctx.repo.per_block_wrappers:
                     ddp, fsdp, unknown = stage_split(ctx)
                     if fsdp:
                         where = f"block by block (FSDP2) in {', '.join(fsdp)} (parallel.mesh.shard: {_shard_values(ctx, fsdp)})"
+                        state = compile_state(ctx)
+                        on = [n for n in fsdp if state.get(n) is True]
+                        off = [n for n in fsdp if state.get(n) is False]
+                        if on:
+                            where += f"; compile is on in {', '.join(on)}"
+                        if off:
+                            where += f"; {', '.join(off)} {'trains' if len(off) == 1 else 'train'} eager (compile off): this applies once enabled"
                         if ddp:
                             where += f"; {', '.join(ddp)} {'uses' if len(ddp) == 1 else 'use'} DDP"
+                        # The subject names the stages it applies to: turning compile on in a sharded stage
+                        # (or a new sharded stage) is a new finding in a diff, not an existing one.
+                        scope = f" | FSDP2 in {', '.join(fsdp)}; compile on in {', '.join(on) or 'none'}"
                     elif unknown and not ddp:
                         where = "block by block (FSDP2) where parallel.mesh.shard is > 1 or -1 (no stage YAML sets it)"
+                        scope = ""
                     else:
                         break  # every stage with a mesh uses DDP: nothing to advise
                 else:
@@ -272,6 +308,6 @@ class WholeModelBeforeBlockSharding(Rule):
                 yield self.finding(
                     ctx, c.file, c.line,
                     f"whole-model compile before `{name}(...)`, which shards {where}",
-                    subject=call_subject(c),
+                    subject=call_subject(c) + scope,
                 )
                 break
