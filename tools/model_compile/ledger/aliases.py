@@ -59,10 +59,12 @@ def is_false(expr: ast.expr) -> bool:
 
 
 def resolve(expr: ast.expr, frame: Frame) -> ast.expr:
-    """Substitute local aliases into an expression (copy)."""
+    """Substitute local aliases into an expression (a copy; the expression itself when none occurs in it)."""
     if not frame.aliases:
         return expr
     aliases = frame.aliases
+    if not any(isinstance(n, ast.Name) and n.id in aliases for n in ast.walk(expr)):
+        return expr  # nothing to substitute: no copy
 
     class Sub(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.expr:

@@ -387,12 +387,18 @@ def _looks_like_function(expr: ast.expr) -> bool:
     return False
 
 
+# Nodes with no call beneath them.
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
 def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
     """Calls of an expression in evaluation order (inner first), with whether
     each call's result is used (passed on, assigned, returned)."""
     out: list[tuple[ast.Call, bool]] = []
 
     def visit(node: ast.AST, used: bool) -> None:
+        if isinstance(node, _LEAVES):
+            return
         if isinstance(node, ast.Call):
             visit(node.func, True)
             for arg in node.args:

@@ -14,12 +14,15 @@ _SCALARS = {"enabled", "backend", "mode"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_SCALARS_LOADER = yaml.SafeLoader("")  # one constructor for every scalar (a new loader per value costs more than the value)
+
+
 def _construct(node: yaml.ScalarNode) -> object:
-    loader = yaml.SafeLoader("")
     try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
+        return _SCALARS_LOADER.construct_object(node, deep=True)
+    finally:  # keep no state between values
+        _SCALARS_LOADER.constructed_objects = {}
+        _SCALARS_LOADER.recursive_objects = {}
 
 
 # OmegaConf resolvers whose second argument is a default: `${oc.env:NAME,inductor}`, `${oc.select:key,eager}`.

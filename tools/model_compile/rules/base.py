@@ -5,6 +5,7 @@ INVALID recipes that run as its tests."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -93,11 +94,13 @@ def _text_line(text: str | None, line: int) -> str:
 ENABLED_RE = re.compile(r"(^|\.)model\.compile\.enabled$")
 
 
-def _conjuncts(condition: str) -> list[ast.expr]:
+@functools.lru_cache(maxsize=4096)
+def _conjuncts(condition: str) -> tuple[ast.expr, ...]:
+    """The `and`-ed parts of a gating condition (cached: recipes repeat the same few conditions)."""
     try:
         expr = ast.parse(condition, mode="eval").body
     except SyntaxError:
-        return []
+        return ()
     out: list[ast.expr] = []
 
     def walk(e: ast.expr) -> None:
@@ -108,7 +111,7 @@ def _conjuncts(condition: str) -> list[ast.expr]:
             out.append(e)
 
     walk(expr)
-    return out
+    return tuple(out)
 
 
 def _enabled_ref(e: ast.expr) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable
 
@@ -243,6 +244,7 @@ def _bool_like(value: object, dynamic: bool) -> bool:
     return dynamic and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "on", "off", "1", "0")
 
 
+@functools.lru_cache(maxsize=4096)
 def _literal_string(source: str | None) -> str | None:
     """The value of a string literal argument (`"max-autotune"`), or None for anything else."""
     if not source:
