@@ -89,3 +89,28 @@ def test_clean_tree_head_is_the_branch_commit(tmp_path: Path) -> None:
     rep = review(root)
     assert (rep.head.rev, rep.head.commit) == ("feature", sha)
     assert render_text(rep).splitlines()[0].endswith(f".. feature ({sha[:12]})")
+
+
+def test_compile_turned_on_in_a_sharded_stage_makes_mc407_new(tmp_path: Path) -> None:
+    """The finding's subject is the stages it applies to: enabling compile where FSDP2 shards changes it."""
+    files: dict[str, str | bytes] = dict(base_files())
+    files.update(recipe_files("vlm"))
+    stage = str(files["recipes/vlm/configs/train.yaml"])
+    files["recipes/vlm/configs/train.yaml"] = MESH.format(shard=1) + stage
+    files["recipes/vlm/configs/stage2.yaml"] = MESH.format(shard=8) + stage
+    root = init_repo(tmp_path / "repo", files)
+    base = git(root, "rev-parse", "HEAD")
+    s2 = root / "recipes/vlm/configs/stage2.yaml"
+    s2.write_text(s2.read_text().replace("enabled: false", "enabled: true  # model-compile: enabled - faster steps"))
+    head = commit(root, "compile on in stage2")
+    rep = review(root, base=base, head=head)
+    (f,) = [f for f in rep.new if f.rule == "MC407"]
+    assert "compile is on in stage2" in f.message and "train uses DDP" in f.message
+    assert not [f for f in rep.unchanged if f.rule == "MC407"]
+    assert [(f.rule, f.superseded_by) for f in rep.superseded] == [("MC407", "MC407")]  # the base one is not "fixed"
+    assert not [f for f in rep.fixed if f.rule == "MC407"]
+    # An unrelated edit keeps MC407 where it was: existing.
+    (root / "recipes/vlm/README.md").write_text("# vlm\n\nmore\n")
+    again = commit(root, "docs")
+    rep = review(root, base=head, head=again)
+    assert [f.rule for f in rep.unchanged if f.rule == "MC407"] == ["MC407"] and not rep.new

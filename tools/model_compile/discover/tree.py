@@ -98,7 +98,7 @@ def _inside(path: str, boundary: str) -> bool:
 
 
 def read_regular(
-    full: Path, boundary: Path | None = None, max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
+    full: str | os.PathLike[str], boundary: Path | None = None, max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
 ) -> tuple[bytes | None, str | None]:
     """(content, None), or (None, why not): "missing" when there is no such file.
 
@@ -174,6 +174,7 @@ class DiskTree:
         boundary: Path | None = None,
     ):
         self.root = Path(root)
+        self._root_str = str(self.root)
         self.boundary = Path(boundary) if boundary is not None else self.root
         self.max_file_bytes = max_file_bytes
         self._subdirs = list(subdirs) if subdirs is not None else None
@@ -188,10 +189,12 @@ class DiskTree:
             for start in starts:
                 if not start.is_dir():
                     continue
+                root = str(self.root)
                 for dirpath, dirnames, filenames in os.walk(start, onerror=self._on_error, followlinks=False):
                     dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-                    rel = Path(dirpath).relative_to(self.root)
-                    out.extend((rel / name).as_posix() for name in filenames)
+                    # String prefixes, not Path.relative_to per folder: os.walk yields paths under `root`.
+                    rel = dirpath[len(root):].lstrip(os.sep).replace(os.sep, "/")
+                    out.extend(f"{rel}/{name}" if rel else name for name in filenames)
             self._files = sorted(set(out))
         return self._files
 
@@ -213,7 +216,7 @@ class DiskTree:
         return self._problems.get(path)
 
     def read_bytes(self, path: str) -> bytes | None:
-        data, problem = read_regular(self.root / path, self.boundary, self.max_file_bytes)
+        data, problem = read_regular(os.path.join(self._root_str, path), self.boundary, self.max_file_bytes)
         if problem is not None and problem != "missing":
             self._problems[path] = problem
         return data

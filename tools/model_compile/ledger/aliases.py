@@ -59,10 +59,12 @@ def is_false(expr: ast.expr) -> bool:
 
 
 def resolve(expr: ast.expr, frame: Frame) -> ast.expr:
-    """Substitute local aliases into an expression (copy)."""
+    """Substitute local aliases into an expression (a copy; the expression itself when none occurs in it)."""
     if not frame.aliases:
         return expr
     aliases = frame.aliases
+    if not any(isinstance(n, ast.Name) and n.id in aliases for n in ast.walk(expr)):
+        return expr  # nothing to substitute: no copy
 
     class Sub(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.expr:
@@ -169,7 +171,25 @@ def aliasable(expr: ast.expr) -> bool:
         return aliasable(expr.operand)
     if isinstance(expr, ast.BoolOp):
         return all(aliasable(v) for v in expr.values)
+    if truth_of(expr) is not None:
+        return True
+    if isinstance(expr, ast.Compare) and all(isinstance(c, ast.Constant) for c in expr.comparators):
+        return aliasable(expr.left)  # `flag = cfg.enabled is True`
     return False
+
+
+def truth_of(expr: ast.expr) -> ast.expr | None:
+    """`bool(x)` -> x: a flag built through a call that keeps its truth (None for any other call)."""
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "bool"
+        and len(expr.args) == 1
+        and not expr.keywords
+    ):
+        arg = getattr_as_attribute(expr.args[0]) or expr.args[0]
+        return arg if aliasable(arg) else None
+    return None
 
 
 def target_names(target: ast.expr) -> list[str]:

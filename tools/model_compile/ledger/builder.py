@@ -31,6 +31,7 @@ from model_compile.ledger.aliases import (
     root_key,
     root_name,
     target_names,
+    truth_of,
 )
 from model_compile.ledger.classify import classify_call, is_graph_break_decorator
 from model_compile.ledger.models import Branch, Event, EventKind, Ledger
@@ -51,6 +52,14 @@ class Callable_:
     node: ast.FunctionDef | ast.AsyncFunctionDef
     module: PyModule
     is_method: bool
+
+
+@dataclass
+class _Rest:
+    """What the statements after `if test: return ...` run under: `not test`, in the if's else arm."""
+
+    test: ast.expr
+    branch: Branch
 
 
 # Resolves a bare function name used in a module to its definition in the recipe.
@@ -110,11 +119,11 @@ class LedgerBuilder:
                     for s in rest:
                         self._stmt(s, frame, dead.but(anchor=s.lineno) if top else dead)
                 return True
-            if isinstance(ended, ast.expr):  # early return under `if`: the rest runs under `not test`
-                ctx = ctx.but(conditions=ctx.conditions + (ast.unparse(ended),))
+            if isinstance(ended, _Rest):  # early return under `if`: the rest runs under `not test`, in its else arm
+                ctx = ctx.but(conditions=ctx.conditions + (ast.unparse(ended.test),), branches=ctx.branches + (ended.branch,))
         return False
 
-    def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> Literal["return"] | ast.expr | None:
+    def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> Literal["return"] | _Rest | None:
         """Walk one statement: "return" when it always ends the block, a test the rest runs under, else None."""
         if isinstance(stmt, (ast.Return, ast.Raise)):
             value = stmt.value if isinstance(stmt, ast.Return) else stmt.exc
@@ -171,7 +180,7 @@ class LedgerBuilder:
             return None
         return None
 
-    def _if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> Literal["return"] | ast.expr | None:
+    def _if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> Literal["return"] | _Rest | None:
         self._expr(stmt.test, frame, ctx)
         test = resolve(stmt.test, frame)
         node = f"{frame.module.path}:{stmt.lineno}"
@@ -192,9 +201,13 @@ class LedgerBuilder:
         if then_ends and else_ends:
             return "return"
         if then_ends and not stmt.orelse:
-            return negate(test)  # the rest of the block runs only when the test is false
+            # The rest of the block runs only when the test is false: it is the `if`'s else arm, so
+            # steps there never share a path with the returning arm's steps.
+            return _Rest(test=negate(test), branch=Branch(node=node, arm="else"))
         if not then_ends:
             frame.models = {**frame.models, **after_then}
+        if else_ends:  # `if test: ... else: return ...`: the rest is the then arm
+            return _Rest(test=test, branch=Branch(node=node, arm="then"))
         return None
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, frame: Frame, ctx: Ctx) -> None:
@@ -218,7 +231,7 @@ class LedgerBuilder:
                 continue
             if isinstance(target, ast.Name):
                 frame.aliases.pop(target.id, None)
-                ref = getattr_as_attribute(value) or value
+                ref = getattr_as_attribute(value) or truth_of(value) or value  # `use = bool(cfg.enabled)`: use is cfg.enabled
                 if ident is None and aliasable(ref):
                     resolved = resolve(ref, frame)
                     if not any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(resolved)):
@@ -374,12 +387,18 @@ def _looks_like_function(expr: ast.expr) -> bool:
     return False
 
 
+# Nodes with no call beneath them.
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
 def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
     """Calls of an expression in evaluation order (inner first), with whether
     each call's result is used (passed on, assigned, returned)."""
     out: list[tuple[ast.Call, bool]] = []
 
     def visit(node: ast.AST, used: bool) -> None:
+        if isinstance(node, _LEAVES):
+            return
         if isinstance(node, ast.Call):
             visit(node.func, True)
             for arg in node.args:

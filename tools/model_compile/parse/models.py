@@ -42,12 +42,26 @@ class StageFacts(BaseModel):
     name: str
     has_compile: bool = False
     values: dict[str, Any] = Field(default_factory=dict)
+    dynamic: dict[str, str] = Field(
+        default_factory=dict,
+        description="fields whose value is an OmegaConf interpolation, resolved at run time: {field: the interpolation}",
+    )
+    defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the default of each dynamic field whose interpolation has one (`${oc.env:NAME,inductor}` -> inductor)",
+    )
     lines: dict[str, int] = Field(default_factory=dict)
     mesh: dict[str, int] = Field(
         default_factory=dict, description="integer sizes under `parallel.mesh` (shard, replicate, tensor, ...)"
     )
     mesh_line: int | None = Field(default=None, description="line of `parallel.mesh.shard` (else of `mesh`)")
     problems: list[str] = Field(default_factory=list)
+
+    def static_value(self, key: str) -> tuple[bool, Any]:
+        """(known, value) of a compile field as far as it is known without running: a literal, or a dynamic field's default."""
+        if key in self.dynamic:
+            return (True, self.defaults[key]) if key in self.defaults else (False, None)
+        return (key in self.values, self.values.get(key))
 
     @property
     def wrapping(self) -> Literal["ddp", "fsdp2"] | None:

@@ -56,16 +56,52 @@ class ParseFailure:
     message: str
 
 
-def _comments(text: str) -> dict[int, str]:
+def _tokenized_comments(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
-    if "model-compile" not in text:  # only `# model-compile:` notes are read from comments
-        return out
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.COMMENT:
                 out[tok.start[0]] = tok.string[1:].strip()
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
+    return out
+
+
+def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]:
+    """Line -> comment body, as the tokenizer finds them, without tokenizing the whole file.
+
+    The parsed module says which lines a multi-line string touches; on every
+    other line a `#` with no quote before it starts a comment, and a line
+    with quotes before its `#` is tokenized alone. A `#` on a line a
+    multi-line string touches falls back to tokenizing the file.
+    """
+    out: dict[int, str] = {}
+    if "model-compile" not in text:  # only `# model-compile:` notes are read from comments
+        return out
+    # Only a triple-quoted string, or a backslash-newline inside a string, can hold a line break;
+    # implicitly joined pieces (`("a"` newline `"b")`) are whole strings on each line. Without
+    # either, no line starts inside a string and the tree need not be walked.
+    spans: list[tuple[int, int]] = []
+    if "'''" in text or '"""' in text or "\\\n" in text:
+        spans = [
+            (n.lineno, n.end_lineno or n.lineno)
+            for n in ast.walk(module)
+            if isinstance(n, (ast.Constant, ast.JoinedStr)) and (n.end_lineno or n.lineno) != n.lineno
+        ]
+    touched = {i for a, b in spans for i in range(a, b + 1)}
+    for i, line in enumerate(lines, 1):
+        hash_at = line.find("#")
+        if hash_at < 0:
+            continue
+        if i in touched:
+            return _tokenized_comments(text)
+        head = line[:hash_at]
+        if "'" not in head and '"' not in head:
+            out[i] = line[hash_at + 1 :].strip()
+            continue
+        found = _tokenized_comments(line + "\n")
+        if found:
+            out[i] = found[1]
     return out
 
 
@@ -82,7 +118,8 @@ def parse_module(tree: SourceTree, path: str) -> PyModule | ParseFailure | None:
         return ParseFailure(path, exc.lineno or 1, f"{path} does not parse: {exc.msg}")
     except (ValueError, RecursionError) as exc:
         return ParseFailure(path, 1, f"{path} does not parse: {exc}")
-    return PyModule(path, text, module, text.splitlines(), _comments(text))
+    lines = text.splitlines()
+    return PyModule(path, text, module, lines, _comments(text, module, lines))
 
 
 def dotted(node: ast.AST) -> str | None:

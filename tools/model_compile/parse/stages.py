@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import yaml
 
 from model_compile.parse.models import StageFacts
@@ -11,12 +14,39 @@ _SCALARS = {"enabled", "backend", "mode"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_SCALARS_LOADER = yaml.SafeLoader("")  # one constructor for every scalar (a new loader per value costs more than the value)
+
+
 def _construct(node: yaml.ScalarNode) -> object:
-    loader = yaml.SafeLoader("")
     try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
+        return _SCALARS_LOADER.construct_object(node, deep=True)
+    finally:  # keep no state between values
+        _SCALARS_LOADER.constructed_objects = {}
+        _SCALARS_LOADER.recursive_objects = {}
+
+
+# OmegaConf resolvers whose second argument is a default: `${oc.env:NAME,inductor}`, `${oc.select:key,eager}`.
+_WITH_DEFAULT = re.compile(r"^\$\{\s*oc\.(?:env|select)\s*:\s*[^,{}]+?\s*,\s*(?P<default>[^{}]*?)\s*\}$")
+
+
+def interpolation_default(text: str) -> tuple[bool, Any]:
+    """(has a default, the default) of an OmegaConf interpolation such as `${oc.env:NAME,inductor}`.
+
+    Only a whole value that is one resolver call with a literal default has
+    one; `${model.other}`, `${oc.env:NAME}` and `prefix-${x}` are resolved at
+    run time with nothing to check before.
+    """
+    m = _WITH_DEFAULT.match(text.strip())
+    if m is None:
+        return False, None
+    raw = m.group("default")
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return True, raw[1:-1]
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError:
+        return True, raw
+    return True, value if isinstance(value, (str, bool, int, float)) or value is None else raw
 
 
 def _child(mapping: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
@@ -78,6 +108,12 @@ def stage_facts(text: str, path: str, name: str) -> StageFacts:
                     facts.values[key.value] = _construct(value)
                 except yaml.YAMLError:
                     facts.values[key.value] = value.value
+                literal = facts.values[key.value]
+                if isinstance(literal, str) and "${" in literal:  # OmegaConf resolves it when the config loads
+                    facts.dynamic[key.value] = literal
+                    has_default, default = interpolation_default(literal)
+                    if has_default:
+                        facts.defaults[key.value] = default
             else:
                 facts.values[key.value] = {"<non-scalar>": True}
     return facts

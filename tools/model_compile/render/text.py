@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from model_compile.findings.models import RecipeReport, Report
+from model_compile.parse.models import StageFacts
 from model_compile.rules.finding import Finding, active
 
 
@@ -91,8 +92,16 @@ def inspect_text(report: Report) -> str:
         else:
             out.append("  schema: no model.compile section" + (f" ({'; '.join(s.problems)})" if s.problems else ""))
         for st in r.config.stages:
-            vals = ", ".join(f"{k}={v!r}" for k, v in st.values.items()) if st.has_compile else "no compile block"
+            vals = ", ".join(_stage_value(st, k, v) for k, v in st.values.items()) if st.has_compile else "no compile block"
             out.append(f"  stage {st.name}: {vals}")
         for d in r.documentation:
             out.append(f"  documented {d.kind} ({d.source} {d.file}:{d.line}): {d.reason}")
     return "\n".join(out).lstrip("\n") + "\n"
+
+
+def _stage_value(stage: StageFacts, key: str, value: object) -> str:
+    """`backend='inductor'`, or for an interpolation what is known before run time."""
+    if key not in stage.dynamic:
+        return f"{key}={value!r}"
+    default = f", default {stage.defaults[key]!r}" if key in stage.defaults else ", no default"
+    return f"{key}={value!r} (dynamic: resolved at run time{default})"

@@ -9,6 +9,7 @@ schema, config, model code, docs, tests) or to the shared kit.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from model_compile.discover.recipes import group_files
 from model_compile.discover.tree import SourceTree, is_binary
 from model_compile.errors import InputError
 from model_compile.review.gittree import GitTree, WorkTree
-from model_compile.review.models import ChangedFile, FileChange, FileKind
+from model_compile.review.models import ChangedFile, FileChange, FileEntry, FileKind
 
 KIT_MARKER = b"def apply_model_compile"
 
@@ -210,19 +211,65 @@ def git_error(exc: git.GitCommandError) -> str:
     return (text[:300] + ("..." if len(text) > 300 else "")) if text else f"git exited with status {exc.status}"
 
 
+_TYPE_MASK = 0o170000
+_ENTRY: dict[int, FileEntry] = {0o100000: "file", 0o120000: "symlink", 0o160000: "submodule"}
+
+
+def _entry(mode: int | None) -> FileEntry | None:
+    return _ENTRY.get((mode or 0) & _TYPE_MASK) if mode else None
+
+
+def _missing(repo: git.Repo, blob: git.Blob | None) -> str | None:
+    """The blob's sha when the object database lacks it (a partial or damaged clone)."""
+    if blob is None or blob.binsha == git.Object.NULL_BIN_SHA:
+        return None
+    try:
+        repo.odb.info(blob.binsha)
+    except ValueError:
+        return blob.hexsha
+    return None
+
+
+def _raw_path(d: git.Diff) -> str | None:
+    return d.b_path if not d.deleted_file else d.a_path
+
+
 def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
-    """The changed files between the two sides, rename-aware."""
+    """The changed files between the two sides, rename-aware.
+
+    Two passes: the raw diff lists every changed entry (files, symlinks,
+    submodules) without reading a blob; the patch pass then reads only what
+    can be read - a blob missing from the object database (a partial or
+    damaged clone) is left out of it and the file says why.
+    """
     base_commit = repo.commit(base.commit)
     other = None if head.is_worktree else repo.commit(head.commit)
     if other is not None and other.hexsha == base_commit.hexsha:  # None: the working tree
         return []
     try:
-        diffs = base_commit.diff(other, create_patch=True, unified=0)
+        raw = base_commit.diff(other)
     except git.GitCommandError as exc:
         raise InputError(f"git diff failed: {git_error(exc)}") from None
+    unreadable: dict[str, str] = {}  # path -> missing sha
+    for d in raw:
+        for path, blob, mode in ((d.a_path, d.a_blob, d.a_mode), (d.b_path, d.b_blob, d.b_mode)):
+            if path and _entry(mode) in ("file", "symlink") and (sha := _missing(repo, blob)):
+                unreadable[path] = sha
+    paths: list[str | os.PathLike[str]] | None = None
+    if unreadable:  # the patch pass must not ask git for what it cannot read
+        paths = [".", *(f":(exclude,literal){p}" for p in sorted(unreadable))]
+    try:
+        patches = base_commit.diff(other, create_patch=True, unified=0, paths=paths)
+    except git.GitCommandError as exc:
+        raise InputError(f"git diff failed: {git_error(exc)}") from None
+    patch_of: dict[str, bytes] = {}
+    for d in patches:
+        path = _raw_path(d)
+        if path is not None:
+            patch_of.setdefault(path, d.diff if isinstance(d.diff, bytes) else (d.diff or "").encode())
     out: list[ChangedFile] = []
     seen: set[str] = set()
-    for d in diffs:
+    for d in raw:
         a, b = d.a_path, d.b_path
         change: FileChange
         if d.new_file:
@@ -235,18 +282,32 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
             change, path, old = "modified", b or a, None
         if path is None or path in seen:
             continue
-        # Symlinks, submodules and mode-only changes of files no tree serves are not source changes.
-        patch = d.diff if isinstance(d.diff, bytes) else (d.diff or "").encode()
-        binary = b"Binary files" in patch[:400] and not _HUNK.search(patch)
-        if change == "deleted":
-            lines: list[int] = []
-        elif binary or change == "added":
-            data = head.tree.read_bytes(path)
-            lines = list(range(1, (data or b"").count(b"\n") + 2)) if not binary else []
+        entry = _entry(d.a_mode if change == "deleted" else d.b_mode) or "file"
+        note = None
+        lines: list[int] = []
+        binary = False
+        if entry == "submodule":
+            before, after = (d.a_blob.hexsha[:12] if d.a_blob else None), (d.b_blob.hexsha[:12] if d.b_blob else None)
+            note = "a submodule (gitlink): another repository's commit" + (
+                f" {before} -> {after}" if before and after else f" {after or before}"
+            ) + ", not reviewed"
+        elif path in unreadable or (old is not None and old in unreadable):
+            sha = unreadable.get(path) or unreadable[old or ""]
+            note = f"object {sha[:12]} is missing from this clone (partial or damaged): content not compared"
         else:
-            lines = _hunk_lines(patch)
+            patch = patch_of.get(path, b"")
+            binary = b"Binary files" in patch[:400] and not _HUNK.search(patch)
+            if change == "deleted" or binary:
+                lines = []
+            elif change == "added":
+                data = head.tree.read_bytes(path)
+                lines = list(range(1, (data or b"").count(b"\n") + 2))
+            else:
+                lines = _hunk_lines(patch)
         seen.add(path)
-        out.append(ChangedFile(path=path, old_path=old, change=change, kind="other", binary=binary, lines=lines))
+        out.append(
+            ChangedFile(path=path, old_path=old, change=change, kind="other", binary=binary, entry=entry, note=note, lines=lines)
+        )
     if head.is_worktree:
         untracked = [p for p in repo.untracked_files if p not in seen and head.tree.has(p)]
         deleted = [f.path for f in out if f.change == "deleted"]

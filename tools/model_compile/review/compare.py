@@ -216,7 +216,9 @@ def split_findings(
 
     Findings suppressed by an ignore comment take no part. A base finding that
     disappears while a new finding of a rule at least as severe lands on the
-    same subject (the same compile call, field or stage) is superseded, not fixed.
+    same subject (the same compile call, field or stage) is superseded, not fixed. A finding whose
+    subject keeps what it is about but changes its scope (`... | <stages or value>`: compile turned on
+    in a stage that shards, a default changed) is new on the head side and supersedes its base self.
     """
     base = [f for f in base if f.suppressed is None]
     head = [f for f in head if f.suppressed is None]
@@ -252,17 +254,33 @@ def split_findings(
     return sorted(new, key=key), sorted(fixed, key=key), sorted(superseded, key=key), sorted(unchanged, key=key)
 
 
+def subject_scope(subject: str) -> tuple[str, str]:
+    """(what, scope) of a subject: `compile apply_model_compile model | FSDP2 in stage2; compile on in stage2`.
+
+    The scope is what the finding applies to (its stages, its value); part of the
+    fingerprint, so a change of scope makes the head finding new.
+    """
+    what, _, scope = subject.partition(" | ")
+    return what, scope
+
+
 def _subject_key(subject: str) -> str:
     """A call subject (`compile apply_model_compile model`) keyed by kind and callee: the target may be renamed."""
-    head = subject.split(" after ")[0]
+    head = subject_scope(subject)[0].split(" after ")[0]
     parts = head.split()
     return " ".join(parts[:2]) if parts and parts[0] == "compile" else head
 
 
 def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
-    """A new finding of another rule, at least as severe, on the same recipe and subject."""
+    """A new finding of another rule, at least as severe, on the same recipe and subject; or of the
+    same rule on the same subject with another scope (it now applies to other stages or values)."""
     if not gone.subject:
         return None
+    what, _ = subject_scope(gone.subject)
+    for f in new:
+        if f.rule == gone.rule and f.recipe == gone.recipe and f.subject and f.subject != gone.subject:
+            if subject_scope(f.subject)[0] == what:
+                return f
     key = _subject_key(gone.subject)
     # Most severe first; among equals, the same rule family (MC4xx placement for MC407) names the cause best.
     family = gone.rule[:3]

@@ -10,6 +10,7 @@ from model_compile.rules.finding import Finding
 
 FileKind = Literal["engine", "schema", "config", "model", "docs", "tests", "other", "kit", "skill", "shared"]
 FileChange = Literal["added", "modified", "deleted", "renamed"]
+FileEntry = Literal["file", "symlink", "submodule"]
 RecipeStatus = Literal["added", "deleted", "renamed", "modified", "kit"]
 
 
@@ -26,6 +27,10 @@ class ChangedFile(BaseModel):
     recipe: str | None = None
     old_recipe: str | None = Field(default=None, exclude=True)
     binary: bool = False
+    entry: FileEntry = Field(default="file", description="what the path is on the head side (the base side when deleted)")
+    note: str | None = Field(
+        default=None, description="why the content was not compared line by line (a submodule, an object missing from the clone)"
+    )
     lines: list[int] = Field(default_factory=list, exclude=True, description="head-side changed lines")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from model_compile.review.compare import _placement
-from model_compile.review.models import DiffFinding, DiffReport, RecipeDiff, Revision, ValueChange
+from model_compile.review.models import ChangedFile, DiffFinding, DiffReport, RecipeDiff, Revision, ValueChange
 
 MAX_LIST = 50  # bounded output: at most this many findings per section
 
@@ -19,6 +19,11 @@ def _finding(f: DiffFinding) -> str:
     return f"{mark} {f.severity:<7} {f.rule} {where}  {f.message}{by}"
 
 
+def _file_tags(f: ChangedFile) -> str:
+    tags = (" [binary]" if f.binary else "") + (f" [{f.entry}]" if f.entry != "file" else "")
+    return tags + (f" ({f.note})" if f.note else "")
+
+
 def _value(c: ValueChange) -> str:
     return f"{c.before!r} -> {c.after!r}" + (f" ({c.effect})" if c.effect else "")
 
@@ -29,7 +34,7 @@ def _recipe_lines(d: RecipeDiff) -> list[str]:
     out = [f"recipe {title} [{label}]" + (f" touches: {', '.join(d.touches)}" if d.touches else "")]
     for f in d.files:
         src = f" (from {f.old_path})" if f.old_path else ""
-        out.append(f"    {f.change:<8} {f.kind:<7} {f.path}{src}{' [binary]' if f.binary else ''}")
+        out.append(f"    {f.change:<8} {f.kind:<7} {f.path}{src}{_file_tags(f)}")
     b, a = d.before, d.after
     if b and a and (b.compile_path != a.compile_path or _placement(b.placement) != _placement(a.placement)):
         path = a.compile_path if a.compile_path == b.compile_path else f"{b.compile_path} -> {a.compile_path}"
@@ -61,7 +66,7 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
         lines.append(f"  - {c}")
     other = [f for f in report.shared_files if f.kind != "kit"]
     if other:
-        lines.append(f"shared files changed: {len(other)}" + "".join(f"\n    {f.change:<8} {f.path}" for f in other[:20]))
+        lines.append(f"shared files changed: {len(other)}" + "".join(f"\n    {f.change:<8} {f.path}{_file_tags(f)}" for f in other[:20]))
     if not report.recipes:
         lines.append("no recipe touched")
     for d in report.recipes:

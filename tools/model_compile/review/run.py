@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 
 import git
@@ -56,6 +57,24 @@ def review(
         repo.close()
 
 
+def _outside_recipes(files: list[ChangedFile], base_names: Counter, head_names: Counter, notes: list[str]) -> None:
+    """Paths under `recipes/<name>/` where neither side has a file (only submodules, say) belong to no recipe."""
+    known = set(base_names) | set(head_names)
+    folders: dict[str, list[ChangedFile]] = {}
+    for f in files:
+        for name in (f.recipe, f.old_recipe):
+            if name is not None and name not in known and f not in folders.get(name, []):
+                folders.setdefault(name, []).append(f)
+        if f.recipe not in known:
+            f.recipe = None
+        if f.old_recipe not in known:
+            f.old_recipe = None
+    for name, changed in sorted(folders.items()):
+        entries = Counter(f.entry for f in changed)
+        what = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(entries.items()))
+        notes.append(f"recipes/{name}/ holds no file of this repository on either side ({what} changed): not a recipe")
+
+
 def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyzer, repo_label: str) -> DiffReport:
     base_side, head_side, notes = ch.resolve(repo, base, head)
     files = ch.collect(repo, base_side, head_side)
@@ -75,6 +94,7 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
     renames = ch.recipe_renames(files, base_names, head_names)
     inverse = {v: k for k, v in renames.items()}
     path_map = {f.old_path: f.path for f in files if f.old_path}
+    _outside_recipes(files, base_names, head_names, report.notes)
 
     report.shared_files = [f for f in files if f.recipe is None]
     report.kit_files = sorted({f.path for f in files if f.kind == "kit"})

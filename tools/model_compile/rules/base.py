@@ -5,6 +5,7 @@ INVALID recipes that run as its tests."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -93,11 +94,13 @@ def _text_line(text: str | None, line: int) -> str:
 ENABLED_RE = re.compile(r"(^|\.)model\.compile\.enabled$")
 
 
-def _conjuncts(condition: str) -> list[ast.expr]:
+@functools.lru_cache(maxsize=4096)
+def _conjuncts(condition: str) -> tuple[ast.expr, ...]:
+    """The `and`-ed parts of a gating condition (cached: recipes repeat the same few conditions)."""
     try:
         expr = ast.parse(condition, mode="eval").body
     except SyntaxError:
-        return []
+        return ()
     out: list[ast.expr] = []
 
     def walk(e: ast.expr) -> None:
@@ -108,7 +111,7 @@ def _conjuncts(condition: str) -> list[ast.expr]:
             out.append(e)
 
     walk(expr)
-    return out
+    return tuple(out)
 
 
 def _enabled_ref(e: ast.expr) -> bool:
@@ -166,6 +169,37 @@ def call_subject(event: Event) -> str:
     if callee in ("compile", "disable") and m:
         callee = m.group(1)
     return f"{event.kind} {callee}" + (f" {event.target}" if event.target else "")
+
+
+_LEAD_RE = re.compile(r"^\s*(return\s+|(?:[\w.\[\]'\"]+(?:\s*,\s*[\w.]+)*)\s*=(?!=)\s*)")
+
+
+def short_call(event: Event) -> str:
+    """How a finding names a step: its callee, `apply_gradient_checkpointing(...)`, `model.compile(...)`,
+    `torch.compile(...)` (a `self.` kit or method call by its last name); an assignment by its target."""
+    text = event.call or event.kind
+    rest = _LEAD_RE.sub("", text, count=1)
+    m = _CALLEE_RE.match(rest.lstrip())
+    if m:
+        callee = m.group(1)
+        if callee.startswith("self."):
+            callee = callee.rsplit(".", 1)[-1]
+        return f"{callee}(...)"
+    first = text.strip().splitlines()[0] if text.strip() else event.kind
+    if len(first) <= 60:
+        return first
+    lhs, eq, _ = first.partition(" = ")
+    return f"{lhs} = ..." if eq else first[:57] + "..."
+
+
+def line_ref(event: Event, in_file: str | None = None) -> str:
+    """`L190`; `path:190` when the step sits in another file than the finding's."""
+    return f"L{event.line}" if in_file is None or event.file == in_file else f"{event.file}:{event.line}"
+
+
+def step_ref(event: Event, in_file: str | None = None) -> str:
+    """`apply_gradient_checkpointing(...)` (L190)`, for a message."""
+    return f"`{short_call(event)}` ({line_ref(event, in_file)})"
 
 
 def compile_events(ctx: RecipeContext, reachable: bool = True) -> list[tuple[int, Event, list[Event]]]:

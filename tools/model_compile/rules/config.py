@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.parse.models import FieldFact
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state
+from model_compile.parse.models import FieldFact, StageFacts
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state, step_ref
 from model_compile.rules.finding import Finding
+from model_compile.rules.placement import _GATED_KIT, _WITHOUT_COMPILE
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, engine_text, mark, replace_once
 from model_compile.vocabulary import BACKENDS, MODES
 
@@ -79,7 +82,11 @@ class InvalidCompileValue(Rule):
     id = "MC202"
     severity = "error"
     title = "backend or mode outside the allowed sets"
-    what = "Flags backend/mode values (schema defaults, Literal choices, stage YAMLs) outside the allowed sets and non-bool `enabled`."
+    what = (
+        "Flags backend/mode values (schema defaults, Literal choices, stage YAMLs) outside the allowed sets and non-bool "
+        "`enabled`. A stage value OmegaConf resolves at run time (`${oc.env:NAME,inductor}`) is no literal: its "
+        "default is checked when it has one, and one without (`${model.other}`) is shown as dynamic by `inspect`."
+    )
     why = "An unknown backend or mode fails only at the first training step, on the accelerator, after the job queued."
     example = "compile:\n  enabled: yes-please\n  backend: inductr"
     use_instead = "backend: inductor | aot_eager | eager; mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs"
@@ -88,10 +95,30 @@ class InvalidCompileValue(Rule):
         Example(),
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")}),
         Example(stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs")}, note="longest allowed mode"),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,inductor}"')},
+            note="OmegaConf interpolation with a valid default",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", "backend: ${model.compile_backend}")},
+            note="interpolation with no default: dynamic, not checked as a literal",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,false}"')},
+            note="enabled from the environment, default false",
+        ),
     ]
     INVALID = [
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr  # <- MC202")}),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
+        Example(
+            stages={"train": replace_once(STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,bogus}"  # <- MC202')},
+            note="interpolation whose default is invalid",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: ${oc.select:train.compile_mode,max-autotune-no-cudagraph}  # <- MC202")},
+            note="oc.select with a misspelled default",
+        ),
         Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"  # <- MC202')),
         Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202')),
         Example(
@@ -114,7 +141,7 @@ class InvalidCompileValue(Rule):
                 if fact.default is not None and fact.default not in ALLOWED[name]:
                     yield self.finding(
                         ctx, schema.file, fact.line or 1, f"default {name} {fact.default!r} is not one of {ALLOWED[name]}",
-                        _typed_hint(fact, name), subject=f"schema default {name}",
+                        _typed_hint(fact, name), subject=f"schema default {name} | {fact.default!r}",
                     )
                 bad = [v for v in fact.allowed or [] if v not in ALLOWED[name]]
                 if bad:
@@ -146,21 +173,78 @@ class InvalidCompileValue(Rule):
                         subject=f"compile argument {name}",
                     )
         for stage in ctx.config.stages:
+            # A value resolved at run time (an OmegaConf interpolation) is no literal: only its default,
+            # when it has one, is checked; `${model.other}` is dynamic and nothing here can judge it.
             for name in ("backend", "mode"):
-                if name in stage.values and stage.values[name] not in ALLOWED[name]:
+                known, value = stage.static_value(name)
+                if known and value not in ALLOWED[name]:
                     yield self.finding(
                         ctx, stage.file, stage.lines.get(name, 1),
-                        f"{stage.name}: {name} {stage.values[name]!r} is not one of {ALLOWED[name]}",
-                        subject=f"stage {stage.name} {name}",
+                        f"{stage.name}: {name} {_stage_value(stage, name, value)} is not one of {ALLOWED[name]}",
+                        subject=f"stage {stage.name} {name} | {value!r}",
                     )
-            if "enabled" in stage.values and not isinstance(stage.values["enabled"], bool):
+            known, value = stage.static_value("enabled")
+            if known and not _bool_like(value, dynamic="enabled" in stage.dynamic):
                 yield self.finding(
                     ctx, stage.file, stage.lines.get("enabled", 1),
-                    f"{stage.name}: enabled {stage.values['enabled']!r} is not a bool",
+                    f"{stage.name}: enabled {_stage_value(stage, 'enabled', value)} is not a bool",
                     subject=f"stage {stage.name} enabled",
                 )
 
 
+def _default_effect(ctx: RecipeContext) -> str:
+    """MC203 on a schema default of True: which stages get compile from it today, and which would."""
+    stages = ctx.config.stages
+    inherit = [s.name for s in stages if "enabled" not in s.values]
+    new_file = "any new stage file without a `compile:` block (or without `enabled` in it) would too"
+    if inherit:
+        verb = "sets" if len(inherit) == 1 else "set"
+        return (
+            f"schema default enables compile: {', '.join(inherit)} {verb} no `model.compile.enabled` and "
+            f"{'gets' if len(inherit) == 1 else 'get'} compile from it today; {new_file}"
+        )
+    if stages:
+        off = [s.name for s in stages if s.values.get("enabled") is False]
+        which = f"every stage sets false: {', '.join(off)}" if len(off) == len(stages) else "every stage sets `enabled` itself"
+        return (
+            f"schema default enables compile: no stage gets it today ({which}), but any new stage file without a "
+            "`compile:` block (or without `enabled` in it) would get compile"
+        )
+    return "schema default enables compile: there is no stage YAML yet, so every stage file without a `compile:` block would get compile"
+
+
+_CONFIG_ROOT = re.compile(r"^(?:self\.)?(?:config|cfg|conf|args|hparams)\.(?P<field>[A-Za-z_][\w.]*)$")
+
+
+def _argument_source(value: str) -> str:
+    """Where a compile argument comes from, for MC204: a literal, another config field, or some expression."""
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, SyntaxError, RecursionError):
+        literal = None
+    else:
+        return f"is hard-coded as {literal!r}"
+    m = _CONFIG_ROOT.match(value.strip())
+    if m:
+        return f"is read from `{m.group('field')}`"
+    return f"is passed as `{value}`"
+
+
+def _stage_value(stage: StageFacts, name: str, value: object) -> str:
+    """A stage value as the message names it: the literal, or a dynamic field's default."""
+    if name in stage.dynamic:
+        return f"{value!r} (the default of `{stage.dynamic[name]}`, resolved at run time)"
+    return repr(value)
+
+
+def _bool_like(value: object, dynamic: bool) -> bool:
+    """A bool; for a run-time default also the strings pydantic reads as one (oc.env yields strings)."""
+    if isinstance(value, bool):
+        return True
+    return dynamic and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "on", "off", "1", "0")
+
+
+@functools.lru_cache(maxsize=4096)
 def _literal_string(source: str | None) -> str | None:
     """The value of a string literal argument (`"max-autotune"`), or None for anything else."""
     if not source:
@@ -199,6 +283,10 @@ class EnabledWithoutIntent(Rule):
     INVALID = [
         Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend")),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # <- MC203")}),
+        Example(
+            stages={"train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,true}"  # <- MC203')},
+            note="enabled unless the environment says otherwise",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -212,18 +300,19 @@ class EnabledWithoutIntent(Rule):
             and enabled.default is True
             and not ctx.documented("enabled", schema.file, enabled.line or 0)
         ):
-            overridden = [s.name for s in ctx.config.stages if s.values.get("enabled") is False]
-            extra = f" (every stage sets false: {', '.join(overridden)})" if overridden and len(overridden) == len(ctx.config.stages) else ""
             yield self.finding(
-                ctx, schema.file, enabled.line or 1, f"schema default enables compile{extra}; is that intended?",
-                subject="schema default enabled",
+                ctx, schema.file, enabled.line or 1, _default_effect(ctx) + "; is that intended?",
+                # Scoped by the stages that get compile from the default: a change that adds one makes it new.
+                subject="schema default enabled | " + (", ".join(s.name for s in ctx.config.stages if "enabled" not in s.values) or "no stage"),
             )
         for stage in ctx.config.stages:
-            if stage.values.get("enabled") is True:
+            known, value = stage.static_value("enabled")
+            if known and value is True:
                 line = stage.lines.get("enabled", 1)
                 if not ctx.documented("enabled", stage.file, line):
+                    how = f" by default (`{stage.dynamic['enabled']}`)" if "enabled" in stage.dynamic else ""
                     yield self.finding(
-                        ctx, stage.file, line, f"stage {stage.name} enables compile without a documented reason",
+                        ctx, stage.file, line, f"stage {stage.name} enables compile{how} without a documented reason",
                         subject=f"stage {stage.name} enabled",
                     )
 
@@ -269,6 +358,29 @@ class ConfigNotWired(Rule):
             ),
             note="getattr gate",
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                "use_compile = bool(self.config.model.compile.enabled)\nif use_compile:",
+            ),
+            note="a gate flag built through bool()",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                'use_compile = bool(getattr(self.config.model.compile, "enabled", False))\n'
+                "if self.config.model.gradient_checkpointing.enabled and not use_compile:\n"
+                "    self.logger.info('eager run with checkpointing')\n"
+                "if use_compile:",
+            ),
+            note="bool() of a getattr, read twice",
+        ),
+        Example(
+            body=_WITHOUT_COMPILE + _GATED_KIT,
+            note="compile after the return is MC405's one error, not also 'never compiles'",
+        ),
     ]
     INVALID = [
         # Findings on a multi-line call land on its first line.
@@ -285,8 +397,52 @@ class ConfigNotWired(Rule):
             note="inverted",
         ),
         Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:",
+                    "use_compile = bool(self.config.model.gradient_checkpointing.enabled)\nif use_compile:",
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="a flag through bool() of another field (near miss)",
+        ),
+        Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:",
+                    "use_compile = bool(self.config.model.compile.enabled)\nuse_compile = self.config.debug\nif use_compile:",
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="the flag rebound to another field before the gate",
+        ),
+        Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:",
+                    "use_compile = not bool(self.config.model.compile.enabled)\nif use_compile:",
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="a flag through bool(), negated: inverted gate",
+        ),
+        Example(
             body=mark(replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), "apply_model_compile(", "MC204"),
             note="hard-coded backend",
+        ),
+        Example(
+            body=mark(
+                replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", "backend=self.config.optim.compile_backend"),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            note="backend read from another config field",
         ),
         Example(
             engine=mark(
@@ -304,7 +460,9 @@ class ConfigNotWired(Rule):
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         events = compile_events(ctx)
         schema = ctx.config.schema_
-        if not events and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
+        # A compile call that is never reached is MC405's one error, not also "never compiles" here.
+        written = compile_events(ctx, reachable=False)
+        if not written and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
             ledger = ctx.ledgers[0]
             yield self.finding(
                 ctx, ledger.file, ledger.line,
@@ -316,23 +474,24 @@ class ConfigNotWired(Rule):
             state = gate_state(e)
             if state == "inverted":
                 yield self.finding(
-                    ctx, e.file, e.line, f"`{e.call}` runs when model.compile.enabled is false (inverted gate)",
+                    ctx, e.file, e.line, f"compile {step_ref(e)} runs when model.compile.enabled is false (inverted gate)",
                     subject=f"{call_subject(e)} gate",
                 )
             elif state == "ungated":
                 yield self.finding(
-                    ctx, e.file, e.line, f"`{e.call}` is not gated by model.compile.enabled", subject=f"{call_subject(e)} gate"
+                    ctx, e.file, e.line, f"compile {step_ref(e)} is not gated by model.compile.enabled",
+                    subject=f"{call_subject(e)} gate",
                 )
             for name in ("backend", "mode"):
                 value = e.arguments.get(name)
                 if value is None:
                     yield self.finding(
-                        ctx, e.file, e.line, f"`{e.call}` does not pass {name} from model.compile.{name}",
+                        ctx, e.file, e.line, f"compile {step_ref(e)} does not pass {name} from model.compile.{name}",
                         subject=f"{call_subject(e)} {name}",
                     )
                 elif f"compile.{name}" not in value:
                     yield self.finding(
-                        ctx, e.file, e.line, f"{name} is hard-coded as {value} instead of model.compile.{name}",
+                        ctx, e.file, e.line, f"compile {step_ref(e)}: {name} {_argument_source(value)} instead of `model.compile.{name}`",
                         subject=f"{call_subject(e)} {name}",
                     )
 

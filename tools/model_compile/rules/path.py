@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
-from model_compile.rules.base import Example, Rule, call_subject, compile_events
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 from model_compile.vocabulary import FALLBACK_KINDS
@@ -63,7 +63,7 @@ class CompileOutsideKit(Rule):
                     ctx,
                     event.file,
                     event.line,
-                    f"`{event.call}` compiles {event.target or 'the model'} outside the kit and no fallback is documented",
+                    f"{step_ref(event)} compiles {event.target or 'the model'} outside the kit and no fallback is documented",
                     subject=call_subject(event),
                 )
 
@@ -204,7 +204,7 @@ class TorchCompileWrapper(Rule):
                     ctx,
                     event.file,
                     event.line,
-                    f"`{event.call}` wraps {event.target or 'the module'} in an OptimizedModule: "
+                    f"{step_ref(event)} wraps {event.target or 'the module'} in an OptimizedModule: "
                     "state_dict keys and parameter names gain `_orig_mod.`",
                     subject=call_subject(event),
                 )

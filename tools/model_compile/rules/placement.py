@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, same_model
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, same_model, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.path import KIT_CALL
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
@@ -79,7 +79,7 @@ class CompiledObjectNotReturned(Rule):
                     continue
                 if e.compile_style == "wrapper" and not e.replaces_model:
                     yield self.finding(
-                        ctx, e.file, e.line, f"the result of `{e.call}` is discarded: nothing is compiled",
+                        ctx, e.file, e.line, f"the result of {step_ref(e)} is discarded: nothing is compiled",
                         subject=call_subject(e),
                     )
                 elif (
@@ -89,7 +89,7 @@ class CompiledObjectNotReturned(Rule):
                 ):
                     yield self.finding(
                         ctx, e.file, e.line,
-                        f"`{e.call}` compiles {e.target}, which is not the model prepare_model() returns "
+                        f"{step_ref(e)} compiles {e.target}, which is not the model prepare_model() returns "
                         "(a copy, or the model was rebuilt afterwards)",
                         subject=call_subject(e),
                     )
@@ -107,7 +107,7 @@ class _AfterCompile(Rule):
                 if later.kind in self.kinds and later.reachable and not exclusive(c, later) and same_model(c, later):
                     yield self.finding(
                         ctx, later.file, later.line,
-                        f"{self.noun} `{later.call}` runs after compile (`{c.call}`, line {c.line})",
+                        f"{self.noun} {step_ref(later)} runs after compile {step_ref(c, later.file)}",
                         subject=f"{call_subject(later)} after {call_subject(c)}",
                     )
 
@@ -223,7 +223,12 @@ class UnreachableCompile(Rule):
         for ledger in ctx.ledgers:
             for e in ledger.events:
                 if e.kind == "compile" and not e.reachable:
-                    yield self.finding(ctx, e.file, e.line, f"`{e.call}` is never reached", subject=call_subject(e))
+                    yield self.finding(
+                        ctx, e.file, e.line,
+                        f"compile {step_ref(e)} is never reached (it follows a `return`, or sits under a test that never holds): "
+                        "the model trains eager",
+                        subject=call_subject(e),
+                    )
 
 
 class TwoCompilePaths(Rule):
@@ -272,7 +277,7 @@ class TwoCompilePaths(Rule):
                     continue
                 if _overlap(a.target or "", b.target or ""):
                     yield self.finding(
-                        ctx, b.file, b.line, f"`{b.call}` compiles again what `{a.call}` (line {a.line}) already compiles",
+                        ctx, b.file, b.line, f"{step_ref(b)} compiles again what {step_ref(a, b.file)} already compiles",
                         subject=f"{call_subject(b)} after {call_subject(a)}",
                     )
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, step_ref
 from model_compile.rules.finding import Finding
-from model_compile.rules.path import REGIONAL_BODY
+from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
 from model_compile.rules.placement import _FSDP2_PER_BLOCK, _GATED_KIT, _RETURN, _WITHOUT_COMPILE
 from model_compile.rules.scaffold import CANONICAL_BODY, STAGE, mark, replace_once
 
@@ -27,6 +27,37 @@ _LOCAL_AFTER_WRAP = replace_once(
     _WITHOUT_COMPILE, _RETURN, _WRAP + "if self.config.model.compile.enabled:\n" + _LOCAL_COMPILE + "return model\n"
 )
 _POST_WRAP_NOTE = "    # model-compile: post-wrap - the DeepSpeed engine must own the module first\n"
+_KIT_UNGATED = "model = " + KIT_CALL + "\n"
+# Real trainers gate compile with an early return on the compile-off branch: the wrap in that
+# branch and the kit call after it are on different paths through prepare_model().
+_EARLY_EAGER_EXIT = replace_once(
+    CANONICAL_BODY,
+    _GATED_KIT,
+    "if not self.config.model.compile.enabled:\n    " + _RETURN + _KIT_UNGATED,
+)
+_EARLY_EAGER_EXIT_ELSE = replace_once(
+    CANONICAL_BODY,
+    _GATED_KIT,
+    "if self.config.model.compile.enabled:\n    pass\nelse:\n    model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    "    return model\n" + _KIT_UNGATED,
+)
+# Near misses: the early return on the compile-ON branch, after a wrap on that same path; an
+# early return on another flag, and a wrap before the kit call on the path that goes on.
+_EARLY_COMPILED_EXIT = replace_once(
+    CANONICAL_BODY,
+    _GATED_KIT,
+    "if self.config.model.compile.enabled:\n    " + _WRAP
+    + "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, "
+    "mode=self.config.model.compile.mode)  # <- MC408\n    return model\n",
+)
+_EARLY_EVAL_EXIT = replace_once(
+    _WITHOUT_COMPILE,
+    _RETURN,
+    "if self.config.eval_only:\n    " + _RETURN + _WRAP
+    + "if self.config.model.compile.enabled:\n"
+    "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, "
+    "mode=self.config.model.compile.mode)  # <- MC408\nreturn model\n",
+)
 
 
 def _mesh(shard: int) -> str:
@@ -38,16 +69,27 @@ def wrapper_name(event: Event) -> str:
     return event.call.split("(")[0].split("=")[-1].strip().split(".")[-1]
 
 
-def _callee(event: Event) -> str:
-    return call_subject(event).split()[1]
-
-
 def stage_split(ctx: RecipeContext) -> tuple[list[str], list[str], list[str]]:
     """Stage names by how a mesh-driven wrapper treats them: (DDP, FSDP2 per block, unknown)."""
     ddp = [s.name for s in ctx.config.stages if s.wrapping == "ddp"]
     fsdp = [s.name for s in ctx.config.stages if s.wrapping == "fsdp2"]
     unknown = [s.name for s in ctx.config.stages if s.wrapping is None]
     return ddp, fsdp, unknown
+
+
+def compile_state(ctx: RecipeContext) -> dict[str, bool | None]:
+    """Whether each stage trains compiled, as far as the files say: its own `enabled` (a literal or a
+    run-time default), else the schema default; None when neither is known."""
+    enabled = ctx.config.schema_.fields.get("enabled")
+    default = enabled.default if enabled is not None and enabled.present and isinstance(enabled.default, bool) else None
+    out: dict[str, bool | None] = {}
+    for s in ctx.config.stages:
+        if "enabled" in s.values:
+            known, value = s.static_value("enabled")
+            out[s.name] = value if known and isinstance(value, bool) else None
+        else:
+            out[s.name] = default
+    return out
 
 
 def _shard_values(ctx: RecipeContext, names: list[str]) -> str:
@@ -83,6 +125,14 @@ class CompileAfterWrap(Rule):
             note="post-wrap documented in the README",
         ),
         Example(body=_KIT_AFTER_WRAP, note="a kit call after the wrap is MC408's, not MC404's"),
+        Example(
+            body=replace_once(
+                _WITHOUT_COMPILE,
+                _RETURN,
+                "if not self.config.model.compile.enabled:\n    " + _RETURN + _LOCAL_COMPILE.strip() + "\n" + _RETURN,
+            ),
+            note="early eager return, then recipe-local compile before the wrap",
+        ),
     ]
     INVALID = [Example(body=mark(_LOCAL_AFTER_WRAP, "model.compile(", "MC404"))]
 
@@ -95,7 +145,7 @@ class CompileAfterWrap(Rule):
                 continue
             yield self.finding(
                 ctx, c.file, c.line,
-                f"`{c.call}` runs after distributed wrapping (`{wraps[-1].call}`, line {wraps[-1].line})",
+                f"{step_ref(c)} runs after distributed wrapping {step_ref(wraps[-1], c.file)}",
                 subject=call_subject(c),
             )
 
@@ -123,9 +173,13 @@ class KitCompileAfterWrap(Rule):
             body=replace_once(_LOCAL_AFTER_WRAP, _LOCAL_COMPILE, _POST_WRAP_NOTE + _LOCAL_COMPILE),
             note="documented recipe-local post-wrap compile",
         ),
+        Example(body=_EARLY_EAGER_EXIT, note="early return (wrapped, eager) when compile is off, then the kit call, then the wrap"),
+        Example(body=_EARLY_EAGER_EXIT_ELSE, note="the eager wrap-and-return in the else arm"),
     ]
     INVALID = [
         Example(body=mark(_KIT_AFTER_WRAP, "apply_model_compile(", "MC408")),
+        Example(body=_EARLY_COMPILED_EXIT, note="early return on the compile-on branch, wrapped before the kit call"),
+        Example(body=_EARLY_EVAL_EXIT, note="an early return on another flag: the path that goes on wraps, then compiles"),
         Example(
             body=mark(
                 replace_once(_KIT_AFTER_WRAP, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled:\n" + _POST_WRAP_NOTE),
@@ -144,9 +198,9 @@ class KitCompileAfterWrap(Rule):
             wrap = wraps[-1]
             yield self.finding(
                 ctx, c.file, c.line,
-                f"kit compile `{_callee(c)}(...)` runs after distributed wrapping (`{wrapper_name(wrap)}(...)`, line {wrap.line})"
+                f"kit compile {step_ref(c)} runs after distributed wrapping {step_ref(wrap, c.file)}"
                 + self._consequence(ctx, wrap),
-                fix=f"move the kit call before `{wrapper_name(wrap)}(...)` (line {wrap.line}); "
+                fix=f"move the kit call before {step_ref(wrap, c.file)}; "
                 "`# model-compile: post-wrap` applies to recipe-local compile only",
                 subject=call_subject(c),
             )
@@ -205,6 +259,15 @@ class WholeModelBeforeBlockSharding(Rule):
             stages={"stage1": STAGE + _mesh(1), "stage2": STAGE + _mesh(8)},
             note="one of two stages shards",
         ),
+        Example(
+            body=mark(CANONICAL_BODY, "apply_model_compile(", "MC407"),
+            files=_FSDP2_PER_BLOCK,
+            stages={
+                "stage1": STAGE + _mesh(1),
+                "stage2": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured") + _mesh(8),
+            },
+            note="compile on in the stage that shards",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -216,16 +279,28 @@ class WholeModelBeforeBlockSharding(Rule):
                     continue
                 name = wrapper_name(w)
                 in_loop = any(b.arm == "loop" for b in w.branches)
+                scope = ""
                 if name == "fully_shard" and in_loop:
                     where = "block by block"
                 elif name in ctx.repo.per_block_wrappers:
                     ddp, fsdp, unknown = stage_split(ctx)
                     if fsdp:
                         where = f"block by block (FSDP2) in {', '.join(fsdp)} (parallel.mesh.shard: {_shard_values(ctx, fsdp)})"
+                        state = compile_state(ctx)
+                        on = [n for n in fsdp if state.get(n) is True]
+                        off = [n for n in fsdp if state.get(n) is False]
+                        if on:
+                            where += f"; compile is on in {', '.join(on)}"
+                        if off:
+                            where += f"; {', '.join(off)} {'trains' if len(off) == 1 else 'train'} eager (compile off): this applies once enabled"
                         if ddp:
                             where += f"; {', '.join(ddp)} {'uses' if len(ddp) == 1 else 'use'} DDP"
+                        # The subject names the stages it applies to: turning compile on in a sharded stage
+                        # (or a new sharded stage) is a new finding in a diff, not an existing one.
+                        scope = f" | FSDP2 in {', '.join(fsdp)}; compile on in {', '.join(on) or 'none'}"
                     elif unknown and not ddp:
                         where = "block by block (FSDP2) where parallel.mesh.shard is > 1 or -1 (no stage YAML sets it)"
+                        scope = ""
                     else:
                         break  # every stage with a mesh uses DDP: nothing to advise
                 else:
@@ -233,6 +308,6 @@ class WholeModelBeforeBlockSharding(Rule):
                 yield self.finding(
                     ctx, c.file, c.line,
                     f"whole-model compile before `{name}(...)`, which shards {where}",
-                    subject=call_subject(c),
+                    subject=call_subject(c) + scope,
                 )
                 break
