@@ -10,7 +10,8 @@ wall time; the steps themselves (eager twin + compiled, summed over the steps);
 set-up inside the child (tiny checkpoint, engine, both prepare_model() calls);
 the tool's overhead (wall minus the child's phases and steps: preflight, static
 plan, probe, interpreter start and torch import, reading the record and trace);
-its share of the steps; the child's peak RSS; and the verdict. Targets on a
+its share of the steps; the child's CPU seconds (on a shared machine the steadier
+figure: compile with aot_eager is mostly one thread); the child's peak RSS; and the verdict. Targets on a
 2-core machine: a vision-language recipe under 90 s with aot_eager; the tool's
 overhead under 20% of the steps.
 """
@@ -52,6 +53,7 @@ def one(recipe: Path, backend: str, steps: int, python: str) -> dict:
     step_s = sum(float(s.get("eager_s") or 0) + float(s.get("compiled_s") or 0) for s in record.get("steps") or [])
     overhead = wall - setup - step_s
     return {"wall": wall, "steps": step_s, "setup": setup, "overhead": overhead, "rss": data.get("peak_rss_mb"),
+            "cpu": data.get("cpu_s"),
             "status": data.get("status"), "reason": (data.get("reason") or "")[:100]}
 
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="interpreter of the rehearsed repository")
     args = parser.parse_args(argv)
     print(f"backend {args.backend}, {args.steps} steps, {args.runs} run(s) each; figures are min/median/max")
-    print(f"{'case':<42} {'wall s':>20} {'steps s':>8} {'setup s':>8} {'overhead s':>10} {'of steps':>8} {'RSS MB':>7}  status")
+    print(f"{'case':<42} {'wall s':>20} {'child CPU s':>11} {'steps s':>8} {'setup s':>8} {'overhead s':>10} {'of steps':>8} {'RSS MB':>7}  status")
     for name, recipe in CASES.items():
         if args.case and not any(c in name for c in args.case):
             continue
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         mid = runs[[r["wall"] for r in runs].index(statistics.median_low(walls))]
         share = mid["overhead"] / mid["steps"] if mid["steps"] else float("nan")
         spread = f"{walls[0]:.1f}/{statistics.median(walls):.1f}/{walls[-1]:.1f}"
-        print(f"{name:<42} {spread:>20} {mid['steps']:>8.1f} {mid['setup']:>8.1f} {mid['overhead']:>10.1f} {share:>8.0%} "
+        print(f"{name:<42} {spread:>20} {mid['cpu'] or 0:>11.1f} {mid['steps']:>8.1f} {mid['setup']:>8.1f} {mid['overhead']:>10.1f} {share:>8.0%} "
               f"{mid['rss'] or 0:>7.0f}  {mid['status']} {mid['reason']}")
     return 0
 

@@ -233,6 +233,7 @@ class RehearsalFacts(BaseModel):
     trace_compile_s: float | None = None
     wall_s: float = 0.0
     peak_rss_mb: float | None = None
+    cpu_s: float | None = Field(default=None, description="the child's CPU seconds (steadier than wall on a shared machine)")
     torch: str | None = None
     device: str | None = None
     problems: list[str] = Field(default_factory=list)

@@ -116,6 +116,7 @@ def run(plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, tim
 def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResult, timeout_s: float) -> None:
     phases = record.get("phases") or {}
     facts.peak_rss_mb = record.get("peak_rss_mb")
+    facts.cpu_s = record.get("cpu_s")
     facts.torch = record.get("torch")
     device = record.get("device") or {}
     facts.device = device.get("name") if device.get("type") != "cpu" else "cpu"

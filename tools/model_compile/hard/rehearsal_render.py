@@ -126,7 +126,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
     if timing:
         lines.append(f"time: {timing}")
     if facts.wall_s:
-        lines.append(f"wall {facts.wall_s} s, peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})")
+        lines.append(f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the child), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})")
     for problem in facts.problems[1:6]:
         lines.append(f"also: {problem}")
     for note in facts.notes:

@@ -59,9 +59,17 @@ class Result:
 
     def flush(self) -> None:
         self.data["peak_rss_mb"] = _peak_rss_mb()
+        self.data["cpu_s"] = _cpu_seconds()
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=2, default=str))
         tmp.replace(self.path)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished children (compile workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2)
 
 
 def _peak_rss_mb() -> float:
