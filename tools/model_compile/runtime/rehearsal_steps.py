@@ -212,6 +212,8 @@ class DynamoWatch:
     """Per-step compile events: new recompiles (failed guard, frame), recompile-limit hits, graph-break reasons."""
 
     def __init__(self) -> None:
+        from model_compile.runtime.dynamo_adapter import _LimitHandler
+
         self.handler = _LimitHandler()
         logging.getLogger("torch._dynamo").addHandler(self.handler)
         logging.getLogger("torch._dynamo.convert_frame").addHandler(self.handler)
@@ -231,6 +233,8 @@ class DynamoWatch:
     def delta(self) -> dict[str, Any]:
         from torch._dynamo.utils import counters, guard_failures
 
+        from model_compile.runtime.dynamo_adapter import _code_label
+
         recompiles = []
         for code, items in guard_failures.items():
             for reason in items[self._guards.get(code, 0) :]:
@@ -242,33 +246,10 @@ class DynamoWatch:
                 breaks[" ".join(str(reason).split())[:200]] = d
         graphs = int(counters["stats"].get("unique_graphs", 0)) - self._graphs
         limit = list(self.handler.messages)
-        limit += [r for r in breaks if any(m in r.lower() for m in _LIMIT_MARKERS)]
+        limit += [r for r in breaks if any(m in r.lower() for m in _LIMIT_MARKERS)]  # "recompile limit exceeded"
         self.snapshot()
         return {"recompiles": recompiles, "graph_breaks": breaks, "new_graphs": graphs, "limit_hits": limit}
 
     def close(self) -> None:
         logging.getLogger("torch._dynamo").removeHandler(self.handler)
         logging.getLogger("torch._dynamo.convert_frame").removeHandler(self.handler)
-
-
-class _LimitHandler(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            msg = record.getMessage()
-        except Exception:  # noqa: BLE001 - a logging handler must never raise
-            return
-        if "hit config." in msg and any(m in msg for m in _LIMIT_MARKERS):
-            self.messages.append(" ".join(" ".join(msg.strip().splitlines()[:3]).split())[:400])
-
-
-def _code_label(code: Any) -> str:
-    name = getattr(code, "co_name", str(code))
-    file = getattr(code, "co_filename", "")
-    line = getattr(code, "co_firstlineno", "")
-    return f"{name} ({file}:{line})" if file else str(name)
-
-
