@@ -20,6 +20,7 @@ ICONS = {
     "ready": ":white_check_mark:",
     "needs changes": ":x:",
     "not validated": ":warning:",
+    "nothing to review": ":information_source:",
     "passed": ":white_check_mark:",
     "failed": ":x:",
     "timeout": ":x:",
@@ -96,7 +97,9 @@ def github(report: ReviewReport) -> str:
     """Workflow annotations for the findings (new ones when reviewing a change), plus a verdict notice."""
     findings = [f for f in _annotated(report) if not f.suppressed]
     text = github_annotations(Report(version=report.version, root=report.scope.path, findings=list(findings)))
-    kind = {"ready": "notice", "not validated": "warning", "needs changes": "error"}[report.verdict]
+    kind = {"ready": "notice", "not validated": "warning", "needs changes": "error", "nothing to review": "notice"}[
+        report.verdict
+    ]
     title = f"model-compile review: {report.verdict}"
     msg = report.verdict_reason.replace("%", "%25").replace("\r", "").replace("\n", "%0A")
     return text + f"::{kind} title={title}::{msg}\n"
