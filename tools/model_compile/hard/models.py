@@ -86,6 +86,14 @@ class LayerResult(BaseModel):
     next_step: str | None = Field(default=None, description="command to run to fix or complete this layer")
     where: str | None = Field(default=None, description="where it ran (or would run): label and interpreter")
     options_note: list[str] = Field(default_factory=list, description="options not passed, and how to get their effect")
+    started: bool = Field(default=False, description="the layer's process was started on this machine")
+    accelerator_commands: list[str] = Field(
+        default_factory=list,
+        description="smoke: one command per stage for a machine with GPUs/NPUs (no path of this machine)",
+    )
+    prerequisites: list[str] = Field(
+        default_factory=list, description="what the commands need that this machine lacks (model, data paths)"
+    )
     log: str | None = None
     output_tail: str = ""
     findings: list[dict[str, Any]] = Field(default_factory=list, description="soft layer: error findings")

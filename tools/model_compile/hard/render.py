@@ -24,7 +24,12 @@ def _wiring_lines(report: HardReport) -> list[str]:
 def _runtime_lines(report: HardReport) -> list[str]:
     rt = report.runtime_record if report.runtime else None
     if rt is None:
-        return ["runtime: no runtime JSON (smoke did not run with compile on, or did not reach setup)"]
+        smoke = next((layer for layer in report.layers if layer.name == "smoke"), None)
+        if smoke is None:
+            return ["runtime: no runtime JSON (no smoke layer ran)"]
+        if smoke.started:
+            return [f"runtime: no runtime JSON: the smoke run ({smoke.status}) did not reach setup with compile on"]
+        return [f"runtime: no runtime JSON: the smoke layer was not started ({smoke.status})"]
     t = rt.timing
     lim = rt.recompile_limit
     ex = rt.executed

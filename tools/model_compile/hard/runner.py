@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe
+from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, refusal
 from model_compile.hard.models import HardReport, LayerResult, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.parse import test_options as conventions
@@ -109,7 +109,9 @@ def validate_hard(
     out: Path | None = None,
     python: str | None = None,
     require_complete: bool = False,
+    stages: list[str] | None = None,
 ) -> HardReport:
+    """Run the layers of one recipe. `stages`: stage configs the change touches (each gets a smoke command)."""
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
     if world_size is not None and world_size < 1:
         raise InputError("--world-size must be >= 1")
@@ -146,8 +148,16 @@ def validate_hard(
     report.layers.append(soft)
     conv = conventions.read(recipe_root, repo_root)
     specs = layers.plan(
-        recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count
+        recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count,
+        repo_root, stages,
     )
+    if environment.cpu_only and check.ok:
+        for spec in specs:
+            if spec.name == "smoke" and (refused := refusal.smoke_refusal(recipe_root, repo_root, spec.test_file)):
+                spec.needs_accelerator = (
+                    f"needs an accelerator, so not started: {refused.describe()}, and this machine has none "
+                    f"(preflight: torch {environment.torch}, device {environment.device_type})"
+                )
     ctx = pipeline.Context(
         recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
     )

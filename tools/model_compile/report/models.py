@@ -80,6 +80,14 @@ class LayerRow(BaseModel):
     duration_s: float | None = None
     command: str | None = Field(default=None, description="the exact command (for a layer not run: the one to run)")
     reason: str | None = None
+    started: bool = Field(default=False, description="the layer ran (or was started) on this machine")
+    commands: list[str] = Field(
+        default_factory=list,
+        description="smoke: one command per stage for a machine with GPUs/NPUs (when the layer did not run here)",
+    )
+    prerequisites: list[str] = Field(
+        default_factory=list, description="what those commands need that this machine lacks (model, data paths)"
+    )
 
 
 class Measure(BaseModel):

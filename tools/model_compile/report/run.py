@@ -106,9 +106,14 @@ def _branch_base(root: Path) -> tuple[str | None, list[str]]:
 
 
 def run_hard(
-    recipe_dirs: dict[str, Path], python: str | None, trace: bool, out: Path | None
+    recipe_dirs: dict[str, Path],
+    python: str | None,
+    trace: bool,
+    out: Path | None,
+    stages: dict[str, list[str]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused)."""
+    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
+    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command)."""
     from model_compile.hard.runner import validate_hard
 
     reports: dict[str, Any] = {}
@@ -116,7 +121,8 @@ def run_hard(
     for name, recipe_dir in recipe_dirs.items():
         try:
             reports[name] = validate_hard(
-                recipe_dir, trace=trace, out=(out / "hard" / name) if out else None, python=python
+                recipe_dir, trace=trace, out=(out / "hard" / name) if out else None, python=python,
+                stages=(stages or {}).get(name),
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
@@ -215,6 +221,16 @@ def _untouched_report(
     return as_untouched(report, diff, str(path), note)
 
 
+def _touched_stages(d: Any) -> list[str]:
+    """The stage configs (`configs/<stage>.yaml`) among a recipe's changed files."""
+    out = []
+    for f in d.files:
+        p = Path(f.path)
+        if p.parent.name == "configs" and p.suffix in (".yaml", ".yml") and f.change != "deleted":
+            out.append(p.stem)
+    return out
+
+
 def _change_report(
     diff: DiffReport,
     head_report: Report | None,
@@ -240,5 +256,6 @@ def _change_report(
                 hard_notes[r.name] = f"--head {head} names a revision: check it out to run the runtime layers"
         else:  # the working tree, or HEAD when the tree is clean: the same files either way
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
-            hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+            stages = {d.name: _touched_stages(d) for d in diff.recipes}
+            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages)
     return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)

@@ -169,7 +169,11 @@ def _unvalidated(perf: PerformanceSection, hard: HardFacts | None, rows: list[La
         if row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout") and row.name != "soft":
             out.append(f"{row.name}: {row.status}" + (f" ({row.reason})" if row.reason else ""))
     if hard is not None and not perf.measured:
-        out.append("no runtime record: the smoke run with compile on did not reach setup")
+        smoke = next((r for r in rows if r.name == "smoke"), None)
+        if smoke is not None and smoke.started:
+            out.append("no runtime record: the smoke run with compile on did not reach setup")
+        elif smoke is not None:
+            out.append(f"no runtime record: the smoke run with compile on was not started ({smoke.status})")
     return out
 
 
@@ -178,7 +182,9 @@ def _advice(perf: PerformanceSection, recipe: RecipeReport, hard: HardFacts | No
     if not perf.measured:
         smoke = next((r for r in rows if r.name == "smoke"), None)
         if smoke is not None and smoke.command and smoke.status != "missing":
-            out.append(f"measure before claiming anything: run the smoke layer where an accelerator exists: `{smoke.command}`")
+            commands = " ; ".join(f"`{c}`" for c in smoke.commands) if smoke.commands else f"`{smoke.command}`"
+            head = f"{smoke.command} " if smoke.commands else ""
+            out.append(f"measure before claiming anything: run the smoke layer where an accelerator exists: {head}{commands}")
         return out
     gb, rc = perf.graph_breaks, perf.recompiles
     if perf.recompile_limit_hit:
