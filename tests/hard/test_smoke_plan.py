@@ -106,3 +106,15 @@ def test_a_refusal_behind_a_caller_flag_follows_the_call(tmp_path: Path) -> None
     for allow, refused in (("", False), ("allow_cpu=False", True), ("allow_cpu=True", False)):
         (tests / "test_smoke.py").write_text(f"from helpers import run\n\n\ndef test_smoke():\n    run({allow})\n")
         assert (smoke_refusal(tmp_path / "recipes" / "r", tmp_path, Path("tests/test_smoke.py")) is not None) is refused
+
+
+def test_trace_that_records_nothing_says_why_and_the_summary_names_only_what_ran(tmp_path: Path) -> None:
+    from model_compile.hard.render import to_text
+
+    report = validate_hard(RECIPE, out=tmp_path, trace=True)
+    assert report.trace is not None and report.trace.note
+    assert report.trace.note.startswith("--trace recorded nothing: smoke was not started (not-run: needs an accelerator")
+    text = to_text(report)
+    assert "tracing, graph breaks, recompiles" not in text
+    assert "CPU-only runtime checks (structure, impact:test_impact.py; measured: parity on CPU)" in text
+    assert "runtime: no runtime JSON: the smoke layer was not started (not-run)" in text

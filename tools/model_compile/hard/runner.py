@@ -21,7 +21,7 @@ import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
 from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, refusal
-from model_compile.hard.models import HardReport, LayerResult, Wiring
+from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.parse import test_options as conventions
 from model_compile.runtime import RUNTIME_DIR_ENV
@@ -98,6 +98,19 @@ def run_soft(recipe_root: Path) -> tuple[LayerResult, Wiring]:
     return layer, _wiring(recipe)
 
 
+def _why_no_trace(report: HardReport) -> str:
+    """Why no TORCH_TRACE came back: the traced layers that did not start, and what those that ran left."""
+    traced = [layer for layer in report.layers if layer.name.split(":")[0] in pipeline.TRACED_LAYERS]
+    why = []
+    for layer in traced:
+        if not layer.started:
+            first = layer.reason.splitlines()[0][:160] if layer.reason else ""
+            why.append(f"{layer.name} was not started ({layer.status}" + (f": {first}" if first else "") + ")")
+        elif layer.name in report.traces:
+            why.append(f"{layer.name}: {report.traces[layer.name].note or 'compiled nothing torch traced'}")
+    return "; ".join(why) or "no layer that compiles is planned"
+
+
 def validate_hard(
     path: Path,
     recipe: str | None = None,
@@ -162,5 +175,8 @@ def validate_hard(
         recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
     )
     pipeline.run_layers(report, specs, ctx, check)
+    if trace and not any(t.ranks for t in report.traces.values()):
+        report.trace = report.trace or TraceSummary()
+        report.trace.note = f"--trace recorded nothing: {_why_no_trace(report)}"
     judge(report)
     return report

@@ -168,6 +168,9 @@ def _unvalidated(perf: PerformanceSection, hard: HardFacts | None, rows: list[La
     for row in rows:
         if row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout") and row.name != "soft":
             out.append(f"{row.name}: {row.status}" + (f" ({row.reason})" if row.reason else ""))
+    note = (hard.trace or {}).get("note") if hard is not None else None
+    if note and str(note).startswith("--trace recorded nothing"):
+        out.append(str(note))
     if hard is not None and not perf.measured:
         smoke = next((r for r in rows if r.name == "smoke"), None)
         if smoke is not None and smoke.started:
