@@ -93,3 +93,21 @@ def test_branch_from_a_local_main_ahead_of_origin_uses_the_nearer_base(
     assert main(["diff", str(clone), "--format", "json"]) == 0
     out, _ = capsys.readouterr()
     assert '"vlm_plain"' not in out and '"vlm_kit"' in out  # `diff` picks the same base
+
+
+def test_verdict_names_the_other_layers_not_validated() -> None:
+    from model_compile.findings.models import RecipeReport
+    from model_compile.report.build import _verdict
+    from model_compile.report.hardfacts import HardFacts
+    from model_compile.report.models import LayerRow
+
+    rows = [
+        LayerRow(name="soft", status="passed", where="static"),
+        LayerRow(name="smoke", status="not-run", where="-", reason="needs an accelerator"),
+        LayerRow(name="impact", status="missing", where="-"),
+    ]
+    facts = HardFacts(where="cpu-only", cpu_only=True, interpreter=None, verdict="incomplete", summary="", layers=rows)
+    recipe = RecipeReport(name="r", path=".", compile_path="kit")
+    verdict, reason = _verdict(recipe, [], rows, facts, "")
+    assert verdict == "not validated"
+    assert reason == "smoke not-run: needs an accelerator (also not validated: impact missing)"

@@ -78,7 +78,7 @@ def _verdict(
     gaps = [r for r in rows if r.status in NOT_FAILED_MISSING]
     if gaps:
         r = gaps[0]
-        more = f" (+{len(gaps) - 1} more layer(s))" if len(gaps) > 1 else ""
+        more = f" (also not validated: {', '.join(f'{g.name} {g.status}' for g in gaps[1:])})" if len(gaps) > 1 else ""
         return "not validated", f"{r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + more
     if hard.cpu_only:  # CPU results are never reported as runtime compile validation
         return "not validated", (
@@ -167,7 +167,7 @@ def _overall(report: ReviewReport) -> None:
         if gaps:
             report.verdict = "not validated"
             report.verdict_reason = f"{gaps[0].name}: {gaps[0].verdict_reason}" + (
-                f" (+{len(gaps) - 1} more recipe(s) not validated)" if len(gaps) > 1 else ""
+                f" (also not validated: {', '.join(g.name for g in gaps[1:])})" if len(gaps) > 1 else ""
             )
         else:
             report.verdict, report.verdict_reason = "ready", compiling[0].verdict_reason
