@@ -23,6 +23,9 @@ class Environment(BaseModel):
     cpu_only: bool = True
     label: str = Field(description="'cpu-only' or 'accelerator:<name>'; every runtime result carries it")
     problem: str | None = Field(default=None, description="why torch could not be inspected, if it could not")
+    device_check: str = Field(
+        default="", description="how the device was found: 'torch', or no accelerator device node (torch not imported)"
+    )
 
 
 class TestCounts(BaseModel):

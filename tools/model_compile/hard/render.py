@@ -91,7 +91,7 @@ def _trace_lines(report: HardReport) -> list[str]:
 def _device(env: Environment) -> str:
     """'cuda x2 (NVIDIA H200)' or 'cpu (no accelerator)'."""
     if env.cpu_only or not env.device_count:
-        return f"{env.device_type} (no accelerator)"
+        return f"{env.device_type} (no accelerator" + (f": {env.device_check}" if env.device_check not in ("", "torch") else "") + ")"
     return f"{env.device_type} x{env.device_count}" + (f" ({env.accelerator})" if env.accelerator else "")
 
 
