@@ -57,6 +57,15 @@ if not found("torch"):
     out["torch_error"] = "ModuleNotFoundError: No module named 'torch'"
 elif not nodes and not spec.get("import_torch"):
     out["torch"] = version("torch") or "unknown version"
+    try:  # torch/version.py holds the full version (with its build tag, e.g. +cu130): read, not imported
+        import re
+        origin = importlib.util.find_spec("torch").origin
+        with open(os.path.join(os.path.dirname(origin), "version.py"), encoding="utf-8") as fh:
+            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+        if m:
+            out["torch"] = m.group(1)
+    except Exception:
+        pass
     out["device"] = {"type": "cpu", "count": 0, "name": None,
                      "how": "no accelerator device node (/dev/nvidia*, /dev/kfd, /dev/davinci*, /dev/dri, /dev/accel)"}
 else:
