@@ -90,9 +90,9 @@ def test_opt_in_smoke_refusing_cpu_is_not_run_with_the_accelerator_command(repo:
         "--config-override model.compile.enabled=true"
     )
     assert smoke.status == "not-run" and smoke.reason.startswith("needs an accelerator: RuntimeError: Distributed")
-    assert smoke.next_step == (
-        f"on a machine with GPUs/NPUs: cd {repo} && {python} -m pytest recipes/gpu_only/tests/test_smoke.py -q "
-        "--run-smoke --world-size 8 --config-override model.compile.enabled=true"
+    assert smoke.next_step == (  # no path of this machine: that machine's own `python`, from the repository root
+        "on a machine with GPUs/NPUs, from the repository root: python -m pytest recipes/gpu_only/tests/test_smoke.py "
+        "-q --run-smoke --world-size 8 --config-override model.compile.enabled=true"
     )
     assert report.verdict == "incomplete"
 

@@ -74,7 +74,7 @@ def test_outside_git_and_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out_dir = tmp_path / "out"
     code, out, err = _review(capsys, str(repo), "--format", "sarif", "--out", str(out_dir))
     assert code == 0
-    assert sorted(p.name for p in out_dir.iterdir()) == ["annotations.txt", "report.json", "report.md", "report.sarif"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["annotations.txt", "report.json", "report.md", "report.sarif", "report.txt"]
     log = json.loads(out)
     assert log["version"] == "2.1.0" and log["runs"][0]["results"]
     assert all(r["partialFingerprints"]["modelCompile/v1"] for r in log["runs"][0]["results"])

@@ -79,3 +79,32 @@ def test_cpu_only_hard_run(repo: Path) -> None:
     assert any("no speedup" in a for a in perf.advice)
     assert report.verdict == "not validated" and "CPU only" in report.verdict_reason  # never runtime validation
     _check("hard_cpu_only.md", _normalise(markdown(report), repo))
+
+
+def _cells(line: str) -> int:
+    return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+def test_markdown_stays_valid_for_github(repo: Path) -> None:
+    """The chart sits in a fenced `mermaid` block inside <details>; every table row has the header's columns."""
+    move_compile_after_wrap(repo)
+    text = markdown(review_path(repo / "recipes" / "vlm_kit"))
+    for name in ("clean_kit.md", "misplaced_compile.md", "hard_cpu_only.md"):
+        text += "\n" + (GOLDEN / name).read_text()
+    lines = text.splitlines()
+    depth, fences = 0, 0
+    for i, line in enumerate(lines):
+        depth += line.startswith("<details>") - (line == "</details>")
+        assert depth in (0, 1), f"unbalanced <details> at line {i}"
+        if line == "```mermaid":
+            fences += 1
+            assert depth == 1 and lines[i - 1] == "", "a Mermaid chart outside <details> (or not after a blank line)"
+    assert fences >= 3 and depth == 0
+    for i, line in enumerate(lines):
+        if line.startswith("|---"):
+            header = _cells(lines[i - 1])
+            assert _cells(line) == header
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("|"):
+                assert _cells(lines[j]) == header, f"table row {j} has {_cells(lines[j])} cells, header {header}"
+                j += 1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from model_compile.errors import InputError
 
-FORMATS = ("markdown", "json", "sarif", "github")
+FORMATS = ("markdown", "text", "json", "sarif", "github")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
@@ -34,7 +34,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--hard", action="store_true", help="also run the runtime layers (structure, smoke, impact)")
     p.add_argument("--python", metavar="PATH", help="interpreter of the repository's environment for the runtime layers")
     p.add_argument("--trace", action="store_true", help="with --hard: record TORCH_TRACE in the smoke run")
-    p.add_argument("--format", choices=FORMATS, default="markdown")
+    p.add_argument(
+        "--format", choices=FORMATS, default="markdown",
+        help="markdown (default; PR comments, --out), text (compact: terminals and agents), json, sarif, github",
+    )
     p.add_argument("--out", metavar="DIR", help="also write every format (and trace summaries) into DIR")
     p.set_defaults(command=name)
 

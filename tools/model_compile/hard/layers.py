@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from model_compile.hard.stageplan import StageRun, plan_stages, stage_run
 from model_compile.parse.test_options import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ class LayerSpec:
     blocked: str | None = None  # why this layer cannot run as asked (e.g. compile cannot be enabled)
     runner: Callable[[], LayerResult] | None = None  # a layer the tool runs itself (the rehearsal), not a test file
     command: str | None = None  # the command of a `runner` layer
+    accelerator_runs: list[list[str]] = field(default_factory=list)  # one option list per stage (smoke)
+    stage_runs: list[StageRun] = field(default_factory=list)  # the stages those runs load, with prerequisites
+    needs_accelerator: str | None = None  # known before starting: the helper refuses a CPU device (why)
 
 
 def generate_command(recipe_root: Path, compile_path: str | None) -> str:
@@ -57,6 +61,8 @@ def plan(
     compile_path: str | None = None,
     conventions: Conventions | None = None,
     device_count: int = 0,
+    repo_root: Path | None = None,
+    touched_stages: list[str] | None = None,
 ) -> list[LayerSpec]:
     """structure, smoke, then one impact layer per tests/skills/model-compile/test_*.py.
 
@@ -72,22 +78,46 @@ def plan(
             common = [CONFIG_NAME, config_name]
         else:
             notes.append(_no_config_name(recipe_root, config_name, conv))
-    smoke = [*conv.opt_in_flags("smoke"), *common]
-    accel = list(smoke)
-    if WORLD_SIZE in conv.options:  # registered: match the devices here (1 on CPU) unless given
-        smoke += [WORLD_SIZE, str(world_size or max(device_count, 1))]
-        there = world_size or _int(conv.default_of(WORLD_SIZE)) or max(device_count, 1)
-        accel += [WORLD_SIZE, str(there)]
+    flags = conv.opt_in_flags("smoke")
+    smoke = [*flags, *common]
+    default_ws = _int(conv.default_of(WORLD_SIZE))
+    root = repo_root or recipe_root.parent
+    if config_name:
+        runs = [stage_run(recipe_root, root, config_name, config_name, default_ws, device_count)]
+    else:
+        default_stage = conv.smoke_config_name or _str(conv.default_of(CONFIG_NAME))
+        runs = plan_stages(recipe_root, root, touched_stages, default_ws, device_count, default_stage)
+    if world_size:
+        for run in runs:
+            run.world_size, run.world_size_from = world_size, "--world-size"
+    accel_runs: list[list[str]] = []
+    for run in runs:
+        opts = [*flags]
+        if run.name and (CONFIG_NAME in conv.options or (run.name == config_name and conv.registers(CONFIG_NAME))):
+            opts += [CONFIG_NAME, run.name]
+        elif run.name and run.name != config_name:
+            notes.append(_no_config_name(recipe_root, run.name, conv))
+        if WORLD_SIZE in conv.options or (world_size and not conv.known):
+            opts += [WORLD_SIZE, str(run.world_size or max(device_count, 1))]
+        accel_runs.append(opts)
+    if world_size and WORLD_SIZE not in conv.options and conv.known:
+        notes.append(f"{WORLD_SIZE} {world_size} not passed: no conftest.py of the recipe registers {WORLD_SIZE}")
+    first = runs[0]
+    if first.name and not config_name and CONFIG_NAME in conv.options:
+        smoke += [CONFIG_NAME, first.name]
+    if WORLD_SIZE in conv.options:  # registered: the devices here (1 on CPU), or the stage's mesh when they suffice
+        here = world_size or max(device_count, 1)
+        if not world_size and device_count and first.world_size and device_count >= first.world_size:
+            here = first.world_size
+        smoke += [WORLD_SIZE, str(here)]
     elif world_size and not conv.known:
         smoke += [WORLD_SIZE, str(world_size)]
-        accel += [WORLD_SIZE, str(world_size)]
-    elif world_size:
-        notes.append(f"{WORLD_SIZE} {world_size} not passed: no conftest.py of the recipe registers {WORLD_SIZE}")
     blocked = None
     if conv.registers(CONFIG_OVERRIDE):
         for item in [COMPILE_ON, *overrides]:
             smoke += [CONFIG_OVERRIDE, item]
-            accel += [CONFIG_OVERRIDE, item]
+            for opts in accel_runs:
+                opts += [CONFIG_OVERRIDE, item]
     else:
         stage = config_name or conv.smoke_config_name or "<stage>"
         where = ", ".join(conv.files) if conv.files else "no conftest.py pytest loads for this recipe"
@@ -109,9 +139,11 @@ def plan(
             smoke,
             generate_hint="the recipe's own smoke test is missing: add tests/test_smoke.py as the other recipes have it",
             notes=list(notes),
-            accelerator_options=accel,
-            opt_in=bool(conv.opt_in_flags("smoke")),
+            accelerator_options=accel_runs[0],
+            opt_in=bool(flags),
             blocked=blocked,
+            accelerator_runs=accel_runs,
+            stage_runs=runs,
         ),
     ]
     impact = sorted((recipe_root / SKILL_DIR).glob("test_*.py"))
@@ -131,6 +163,10 @@ def plan(
             )
         )
     return specs
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _int(value: object) -> int | None:

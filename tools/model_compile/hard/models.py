@@ -23,6 +23,9 @@ class Environment(BaseModel):
     cpu_only: bool = True
     label: str = Field(description="'cpu-only' or 'accelerator:<name>'; every runtime result carries it")
     problem: str | None = Field(default=None, description="why torch could not be inspected, if it could not")
+    device_check: str = Field(
+        default="", description="how the device was found: 'torch', or no accelerator device node (torch not imported)"
+    )
 
 
 class TestCounts(BaseModel):
@@ -86,6 +89,14 @@ class LayerResult(BaseModel):
     next_step: str | None = Field(default=None, description="command to run to fix or complete this layer")
     where: str | None = Field(default=None, description="where it ran (or would run): label and interpreter")
     options_note: list[str] = Field(default_factory=list, description="options not passed, and how to get their effect")
+    started: bool = Field(default=False, description="the layer's process was started on this machine")
+    accelerator_commands: list[str] = Field(
+        default_factory=list,
+        description="smoke: one command per stage for a machine with GPUs/NPUs (no path of this machine)",
+    )
+    prerequisites: list[str] = Field(
+        default_factory=list, description="what the commands need that this machine lacks (model, data paths)"
+    )
     log: str | None = None
     output_tail: str = ""
     findings: list[dict[str, Any]] = Field(default_factory=list, description="soft layer: error findings")

@@ -20,6 +20,7 @@ from model_compile.hard.junit import parse_junit
 from model_compile.hard.layers import LayerSpec
 from model_compile.hard.models import HardReport, LayerResult, RuntimeRecord
 from model_compile.hard.preflight import Preflight
+from model_compile.hard.stageplan import labelled_prerequisites
 from model_compile.hard.trace import summarise
 
 TRACE_ENV = "TORCH_TRACE"
@@ -68,15 +69,23 @@ def _slug(name: str) -> str:
 
 def _base(spec: LayerSpec, ctx: Context, status: str) -> LayerResult:
     rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
-    return LayerResult(
+    layer = LayerResult(
         name=spec.name,
         status=status,  # type: ignore[arg-type]
         label=ctx.label,
         command=pytest_command(ctx.interp, rel_test, spec.options, ctx.prefix()),
         cwd=str(ctx.repo_root),
-        where=ctx.where(),
         options_note=list(spec.notes),
     )
+    if spec.accelerator_runs:
+        layer.accelerator_commands = accelerator_commands(spec, ctx)
+        layer.prerequisites = labelled_prerequisites(spec.stage_runs)
+        if ctx.probe_dir is not None:
+            layer.options_note.append(
+                "the recipe's tests import model_compile: on the machine with GPUs/NPUs, the repository's environment "
+                "needs model-compile installed (the probe on PYTHONPATH here is this machine's)"
+            )
+    return layer
 
 
 def _missing(spec: LayerSpec, ctx: Context) -> LayerResult | None:
@@ -88,7 +97,6 @@ def _missing(spec: LayerSpec, ctx: Context) -> LayerResult | None:
         status="missing",
         label=ctx.label,
         cwd=str(ctx.repo_root),
-        where=ctx.where(),
         reason=f"{rel_test} does not exist",
         next_step=spec.generate_hint or None,
     )
@@ -110,11 +118,20 @@ def not_run(spec: LayerSpec, ctx: Context, reason: str, next_step: str | None = 
     return layer
 
 
-def accelerator_command(spec: LayerSpec, ctx: Context) -> str:
-    """The smoke command for a machine with GPUs/NPUs (opt-in switch, world size, compile on)."""
+ELSEWHERE = "on a machine with GPUs/NPUs, from the repository root: "
+
+
+def accelerator_commands(spec: LayerSpec, ctx: Context) -> list[str]:
+    """The smoke commands for a machine with GPUs/NPUs, one per stage (opt-in switch, stage, world size from
+    its mesh, compile on). They name no path of this machine: `python` is that machine's environment."""
     rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
-    options = spec.accelerator_options if spec.accelerator_options is not None else spec.options
-    return in_repo(ctx.repo_root, pytest_command(ctx.interp, rel_test, options, ctx.prefix()))
+    runs = spec.accelerator_runs or [spec.accelerator_options if spec.accelerator_options is not None else spec.options]
+    return [shlex.join(["python", "-m", "pytest", rel_test, "-q", *options]) for options in runs]
+
+
+def accelerator_command(spec: LayerSpec, ctx: Context) -> str:
+    """The next step of a smoke that needs an accelerator: every stage's command, on that machine."""
+    return ELSEWHERE + " ; ".join(accelerator_commands(spec, ctx))
 
 
 def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:
@@ -133,6 +150,7 @@ def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:
     result = proc.run(cmd, ctx.repo_root, env, ctx.timeout_s, log)
     counts = parse_junit(junit)
     layer = _base(spec, ctx, "passed")
+    layer.started, layer.where = True, ctx.where()
     layer.exit_status = result.exit_status
     layer.duration_s = round(result.duration_s, 2)
     layer.counts = counts
@@ -151,8 +169,8 @@ def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:
     if refusal and (result.exit_status != 0 or all_skipped) and ctx.cpu_only:
         layer.status = "not-run"
         layer.reason = f"needs an accelerator: {refusal}"
-        layer.where = f"needs GPUs/NPUs (this machine: {ctx.label}), in {ctx.interp.path}"
-        layer.next_step = f"on a machine with GPUs/NPUs: {accelerator_command(spec, ctx)}"
+        layer.where = f"{ctx.where()} (refused there: needs GPUs/NPUs)"
+        layer.next_step = accelerator_command(spec, ctx)
         return layer
     if result.exit_status == 5 or (counts is not None and counts.tests == 0 and result.exit_status == 0):
         layer.status = "failed"
@@ -167,7 +185,7 @@ def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:
         if spec.opt_in and ctx.cpu_only:
             layer.status = "not-run"
             layer.reason = f"needs an accelerator: every test skipped on this CPU-only machine ({reasons})"
-            layer.next_step = f"on a machine with GPUs/NPUs: {accelerator_command(spec, ctx)}"
+            layer.next_step = accelerator_command(spec, ctx)
         else:
             layer.status = "skipped"
             layer.reason = "every test was skipped: " + reasons
@@ -201,6 +219,8 @@ def run_layers(report: HardReport, specs: list[LayerSpec], ctx: Context, preflig
             layer = not_run(spec, ctx, spec.blocked)
         elif spec.runner is not None:
             layer = spec.runner()
+        elif spec.needs_accelerator and ctx.cpu_only:  # known before starting: not started
+            layer = not_run(spec, ctx, spec.needs_accelerator, accelerator_command(spec, ctx))
         else:
             layer = run_pytest_layer(spec, ctx)
             if layer.status not in ("missing", "not-run"):

@@ -1,8 +1,15 @@
-"""Preflight: one child process in the chosen interpreter, before any layer runs.
+"""Preflight: one short child process in the chosen interpreter, before any layer runs.
 
-It answers, without running a test: is pytest there, which torch and which
-devices, and do the recipe's engine and schema modules (and what its tests
-import at the top) import the way pytest would import them. A missing
+It answers, without running a test and without importing the recipe: is
+pytest there, which torch and which devices, and are the third-party modules
+the recipe's engine, schema and tests import (and, transitively, the
+repository modules they import) installed there. The import graph is read
+statically here; the child only looks the top-level names up
+(`importlib.util.find_spec`, which runs no module code) - importing the
+engine would cost what the structure test costs again. torch is imported
+only when the machine has an accelerator device node (/dev/nvidia*,
+/dev/kfd, /dev/davinci*, /dev/dri/renderD*, /dev/accel*): without one no
+torch build can see an accelerator, so the machine is CPU-only. A missing
 third-party module is an environment problem, reported with its fix; it is
 never a recipe failure.
 """
@@ -22,46 +29,72 @@ TEST_FILES = ("conftest.py", "test_structure.py", "test_smoke.py")
 
 # Runs in the target interpreter (any Python >= 3.8, nothing but the stdlib imported up front).
 _SCRIPT = r"""
-import importlib, json, platform, sys, traceback
+import glob, importlib.util, json, os, platform, sys
 spec = json.loads(sys.argv[1])
 for p in reversed(spec["sys_path"]):
     if p not in sys.path:
         sys.path.insert(0, p)
 out = {"python": platform.python_version(), "executable": sys.executable, "prefix": sys.prefix,
        "pytest": None, "torch": None, "device": None, "imports": [], "model_compile": None}
+def version(dist):
+    try:
+        from importlib import metadata
+        return metadata.version(dist)
+    except Exception:
+        return None
+def found(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except Exception:
+        return False
+if found("pytest"):
+    out["pytest"] = version("pytest") or "unknown version"
+else:
+    out["pytest_error"] = "ModuleNotFoundError: No module named 'pytest'"
+nodes = [p for pat in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/davinci[0-9]*", "/dev/dri/renderD*", "/dev/accel*")
+         for p in glob.glob(pat)]
+if not found("torch"):
+    out["torch_error"] = "ModuleNotFoundError: No module named 'torch'"
+elif not nodes and not spec.get("import_torch"):
+    out["torch"] = version("torch") or "unknown version"
+    try:  # torch/version.py holds the full version (with its build tag, e.g. +cu130): read, not imported
+        import re
+        origin = importlib.util.find_spec("torch").origin
+        with open(os.path.join(os.path.dirname(origin), "version.py"), encoding="utf-8") as fh:
+            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+        if m:
+            out["torch"] = m.group(1)
+    except Exception:
+        pass
+    out["device"] = {"type": "cpu", "count": 0, "name": None,
+                     "how": "no accelerator device node (/dev/nvidia*, /dev/kfd, /dev/davinci*, /dev/dri, /dev/accel)"}
+else:
+    try:
+        import torch
+        out["torch"] = torch.__version__
+        dev = {"type": "cpu", "count": 0, "name": None, "how": "torch"}
+        if torch.cuda.is_available():
+            dev = {"type": "rocm" if getattr(torch.version, "hip", None) else "cuda",
+                   "count": torch.cuda.device_count(), "name": torch.cuda.get_device_name(0), "how": "torch"}
+        elif getattr(torch, "npu", None) is not None and torch.npu.is_available():
+            dev = {"type": "npu", "count": torch.npu.device_count(), "name": "npu", "how": "torch"}
+        elif getattr(torch, "xpu", None) is not None and torch.xpu.is_available():
+            dev = {"type": "xpu", "count": torch.xpu.device_count(), "name": torch.xpu.get_device_name(0), "how": "torch"}
+        out["device"] = dev
+    except Exception as exc:
+        out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
 try:
-    import pytest
-    out["pytest"] = pytest.__version__
-except Exception as exc:
-    out["pytest_error"] = "%s: %s" % (type(exc).__name__, exc)
-try:
-    import torch
-    out["torch"] = torch.__version__
-    dev = {"type": "cpu", "count": 0, "name": None}
-    if torch.cuda.is_available():
-        dev = {"type": "rocm" if getattr(torch.version, "hip", None) else "cuda",
-               "count": torch.cuda.device_count(), "name": torch.cuda.get_device_name(0)}
-    elif getattr(torch, "npu", None) is not None and torch.npu.is_available():
-        dev = {"type": "npu", "count": torch.npu.device_count(), "name": "npu"}
-    elif getattr(torch, "xpu", None) is not None and torch.xpu.is_available():
-        dev = {"type": "xpu", "count": torch.xpu.device_count(), "name": torch.xpu.get_device_name(0)}
-    out["device"] = dev
-except Exception as exc:
-    out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
-try:
-    import model_compile.runtime as mcr
-    out["model_compile"] = getattr(mcr, "__file__", None)
+    mc = importlib.util.find_spec("model_compile")
+    if mc is not None and mc.origin:
+        runtime = os.path.join(os.path.dirname(mc.origin), "runtime", "__init__.py")
+        if os.path.isfile(runtime):
+            out["model_compile"] = runtime
 except Exception:
     pass
 for name in spec["modules"]:
-    item = {"module": name, "ok": True}
-    try:
-        importlib.import_module(name)
-    except ImportError as exc:
-        item.update(ok=False, kind="import", missing=getattr(exc, "name", None), error="%s: %s" % (type(exc).__name__, exc))
-    except BaseException as exc:
-        item.update(ok=False, kind="other", error="%s: %s" % (type(exc).__name__, exc),
-                    where=traceback.format_exc().strip().splitlines()[-3:])
+    item = {"module": name, "ok": found(name)}
+    if not item["ok"]:
+        item.update(kind="import", missing=name, error="ModuleNotFoundError: No module named %r" % name)
     out["imports"].append(item)
 print("MODEL_COMPILE_PREFLIGHT " + json.dumps(out))
 """
@@ -124,33 +157,92 @@ def import_name(path: Path) -> tuple[str, Path]:
     return ".".join(parts), folder
 
 
+def _imports_of(tree: ast.Module) -> list[tuple[int, str]]:
+    """(level, module) of every import that runs at import time: module level, in top-level `if`/`try`
+    blocks, but not under `if TYPE_CHECKING:` nor in a `try` that handles ImportError (optional imports)."""
+    out: list[tuple[int, str]] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                out.extend((0, a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                base = node.module or ""
+                out.append((node.level, base))
+                if node.level and not base:  # `from . import x`: x may be a module
+                    out.extend((node.level, a.name) for a in node.names)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                handled = " ".join(ast.unparse(h.type) for h in node.handlers if h.type is not None)
+                if "ImportError" not in handled and "ModuleNotFoundError" not in handled and "Exception" not in handled:
+                    visit(node.body)
+
+    visit(tree.body)
+    return out
+
+
+def _repo_file(module: str, paths: list[str]) -> Path | None:
+    rel = Path(*module.split("."))
+    for p in paths:
+        for candidate in (Path(p) / rel.with_suffix(".py"), Path(p) / rel / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+MAX_SCANNED = 400  # repository modules read while following imports
+
+
 def modules_to_check(recipe_root: Path, repo_root: Path) -> tuple[dict[str, str], list[str]]:
-    """({module: file that needs it}, sys.path entries): the recipe's engine and schema modules, then its tests' top imports."""
+    """({third-party top-level module: repository file that imports it}, sys.path entries).
+
+    Starts from the recipe's engine and schema modules and what its tests import, and follows the
+    imports that resolve to repository files (statically, bounded); every other top-level name is one
+    the interpreter must have."""
     modules: dict[str, str] = {}
     paths: list[str] = [str(repo_root)]
     files = [recipe_root / "configs" / "schema.py", *sorted((recipe_root / "engine").glob("*_engine.py"))]
     if len(files) == 1:
         files += [p for p in sorted((recipe_root / "engine").glob("*.py")) if p.name != "__init__.py"]
+    files = [f for f in files if f.is_file()]
     for file in files:
-        if file.is_file():
-            name, base = import_name(file)
-            modules.setdefault(name, str(file.relative_to(repo_root)))
-            if str(base) not in paths:
-                paths.append(str(base))
-    for test in TEST_FILES:
-        path = recipe_root / "tests" / test
+        _, base = import_name(file)
+        if str(base) not in paths:
+            paths.append(str(base))
+    files += [recipe_root / "tests" / t for t in TEST_FILES if (recipe_root / "tests" / t).is_file()]
+    seen: set[Path] = set()
+    queue = list(files)
+    while queue and len(seen) < MAX_SCANNED:
+        path = queue.pop(0).resolve()
+        if path in seen:
+            continue
+        seen.add(path)
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
+        except (OSError, SyntaxError, ValueError, RecursionError):
             continue
-        names: list[str] = []
-        for node in tree.body:
-            if isinstance(node, ast.Import):
-                names += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module != "__future__":
-                names.append(node.module)
-        for name in names:
-            modules.setdefault(name, str(path.relative_to(repo_root)))
+        package = import_name(path)[0].split(".")
+        if path.name != "__init__.py":
+            package = package[:-1]
+        for level, name in _imports_of(tree):
+            if level:
+                anchor = package[: len(package) - (level - 1)] if level > 1 else package
+                name = ".".join([*anchor, name] if name else anchor)
+            if not name:
+                continue
+            target = _repo_file(name, paths)
+            if target is not None:
+                queue.append(target)
+                parent = _repo_file(name.rsplit(".", 1)[0], paths) if "." in name else None
+                if parent is not None:
+                    queue.append(parent)
+                continue
+            top = name.split(".")[0]
+            if level == 0 and not _is_repo_module(top, repo_root, paths):
+                rel = path.relative_to(repo_root.resolve()) if path.is_relative_to(repo_root.resolve()) else path
+                modules.setdefault(top, str(rel))
     return modules, paths
 
 
@@ -214,6 +306,7 @@ def _interpret(
         cpu_only=cpu_only,
         label="cpu-only" if cpu_only else f"accelerator:{dev.get('name') or device_type}",
         problem=failure or data.get("torch_error"),
+        device_check=str(dev.get("how") or ""),
     )
     result = Preflight(environment, imports=list(data.get("imports", [])), model_compile_file=data.get("model_compile"))
     if failure:

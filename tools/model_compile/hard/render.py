@@ -4,10 +4,28 @@ from __future__ import annotations
 
 from model_compile.hard.models import Environment, HardReport
 
-DISCLAIMER_CPU = (
-    "CPU-only machine: these are CPU-only runtime checks (tracing, graph breaks, recompiles, parity on CPU). "
-    "They say nothing about compiled speed or numerics on GPUs/NPUs; rerun the commands below on an accelerator."
-)
+
+def cpu_note(report: HardReport) -> str:
+    """What a CPU-only run measured, naming only what it did: the runtime layers that ran, and which of
+    tracing, graph breaks/recompiles (the runtime record) and parity (impact tests) came back."""
+    ran = [layer.name for layer in report.layers if layer.started]
+    if not ran:
+        return (
+            "CPU-only machine: no runtime layer ran here, so nothing was measured; "
+            "rerun the commands below on an accelerator."
+        )
+    measured = []
+    if any(t.ranks for t in report.traces.values()):
+        measured.append("tracing")
+    if report.runtime is not None:
+        measured.append("graph breaks and recompiles")
+    if any(layer.name.startswith("impact") and layer.status == "passed" for layer in report.layers):
+        measured.append("parity on CPU")
+    what = f"{', '.join(ran)}" + (f"; measured: {', '.join(measured)}" if measured else "; nothing measured beyond pass/fail")
+    return (
+        f"CPU-only machine: these are CPU-only runtime checks ({what}). They say nothing about compiled speed "
+        "or numerics on GPUs/NPUs; rerun the commands below on an accelerator."
+    )
 
 
 def _wiring_lines(report: HardReport) -> list[str]:
@@ -24,7 +42,12 @@ def _wiring_lines(report: HardReport) -> list[str]:
 def _runtime_lines(report: HardReport) -> list[str]:
     rt = report.runtime_record if report.runtime else None
     if rt is None:
-        return ["runtime: no runtime JSON (smoke did not run with compile on, or did not reach setup)"]
+        smoke = next((layer for layer in report.layers if layer.name == "smoke"), None)
+        if smoke is None:
+            return ["runtime: no runtime JSON (no smoke layer ran)"]
+        if smoke.started:
+            return [f"runtime: no runtime JSON: the smoke run ({smoke.status}) did not reach setup with compile on"]
+        return [f"runtime: no runtime JSON: the smoke layer was not started ({smoke.status})"]
     t = rt.timing
     lim = rt.recompile_limit
     ex = rt.executed
@@ -68,7 +91,7 @@ def _trace_lines(report: HardReport) -> list[str]:
 def _device(env: Environment) -> str:
     """'cuda x2 (NVIDIA H200)' or 'cpu (no accelerator)'."""
     if env.cpu_only or not env.device_count:
-        return f"{env.device_type} (no accelerator)"
+        return f"{env.device_type} (no accelerator" + (f": {env.device_check}" if env.device_check not in ("", "torch") else "") + ")"
     return f"{env.device_type} x{env.device_count}" + (f" ({env.accelerator})" if env.accelerator else "")
 
 
@@ -87,7 +110,7 @@ def to_text(report: HardReport) -> str:
             "elsewhere, copy that folder or install model-compile"
         )
     if env.cpu_only:
-        out.append(DISCLAIMER_CPU)
+        out.append(cpu_note(report))
     out.extend(_wiring_lines(report))
     for layer in report.layers:
         counts = ""
@@ -126,7 +149,7 @@ def to_markdown(report: HardReport) -> str:
         *[f"- preflight: {p}" for p in report.preflight],
     ]
     if env.cpu_only:
-        out += [f"> {DISCLAIMER_CPU}", ""]
+        out += [f"> {cpu_note(report)}", ""]
     out += ["## Compile wiring", "", *[f"- {line.strip()}" for line in _wiring_lines(report)], ""]
     out += ["## Validation", "", "| layer | status | label | tests | time | command |", "|---|---|---|---|---|---|"]
     for layer in report.layers:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import model_compile
 from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, rehearse
-from model_compile.hard.models import HardReport, LayerResult, Wiring
+from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, refusal, rehearse
+from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
 from model_compile.hard.verdict import judge
 from model_compile.parse import test_options as conventions
 from model_compile.runtime import RUNTIME_DIR_ENV
@@ -123,6 +123,19 @@ def _rehearsal_spec(
     return layers.LayerSpec("rehearsal", Path("-"), runner=run, command=command, required=False)
 
 
+def _why_no_trace(report: HardReport) -> str:
+    """Why no TORCH_TRACE came back: the traced layers that did not start, and what those that ran left."""
+    traced = [layer for layer in report.layers if layer.name.split(":")[0] in pipeline.TRACED_LAYERS]
+    why = []
+    for layer in traced:
+        if not layer.started:
+            first = layer.reason.splitlines()[0][:160] if layer.reason else ""
+            why.append(f"{layer.name} was not started ({layer.status}" + (f": {first}" if first else "") + ")")
+        elif layer.name in report.traces:
+            why.append(f"{layer.name}: {report.traces[layer.name].note or 'compiled nothing torch traced'}")
+    return "; ".join(why) or "no layer that compiles is planned"
+
+
 def validate_hard(
     path: Path,
     recipe: str | None = None,
@@ -137,7 +150,9 @@ def validate_hard(
     rehearsal: bool = True,
     backend: str | None = None,
     steps: int = rehearse.DEFAULT_STEPS,
+    stages: list[str] | None = None,
 ) -> HardReport:
+    """Run the layers of one recipe. `stages`: stage configs the change touches (each gets a smoke command)."""
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
     if world_size is not None and world_size < 1:
         raise InputError("--world-size must be >= 1")
@@ -174,7 +189,8 @@ def validate_hard(
     report.layers.append(soft)
     conv = conventions.read(recipe_root, repo_root)
     specs = layers.plan(
-        recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count
+        recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count,
+        repo_root, stages,
     )
     rehearse_options = rehearse.Options(
         config_name=config_name, backend=backend, steps=steps, timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S)
@@ -184,9 +200,19 @@ def validate_hard(
         if not rehearsal or os.environ.get(rehearse.SKIP_ENV, "").lower() in ("0", "off", "false", "no"):
             spec.blocked = f"not asked for (--no-rehearsal or {rehearse.SKIP_ENV}=off): run it with the command"
         specs.insert(1, spec)
+    if environment.cpu_only and check.ok:
+        for spec in specs:
+            if spec.name == "smoke" and (refused := refusal.smoke_refusal(recipe_root, repo_root, spec.test_file)):
+                spec.needs_accelerator = (
+                    f"needs an accelerator, so not started: {refused.describe()}, and this machine has none "
+                    f"(preflight: torch {environment.torch}, device {environment.device_type})"
+                )
     ctx = pipeline.Context(
         recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
     )
     pipeline.run_layers(report, specs, ctx, check)
+    if trace and not any(t.ranks for t in report.traces.values()):
+        report.trace = report.trace or TraceSummary()
+        report.trace.note = f"--trace recorded nothing: {_why_no_trace(report)}"
     judge(report)
     return report

@@ -78,7 +78,7 @@ def _verdict(
     gaps = [r for r in rows if r.status in NOT_FAILED_MISSING]
     if gaps:
         r = gaps[0]
-        more = f" (+{len(gaps) - 1} more layer(s))" if len(gaps) > 1 else ""
+        more = f" (also not validated: {', '.join(f'{g.name} {g.status}' for g in gaps[1:])})" if len(gaps) > 1 else ""
         return "not validated", f"{r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + more
     if hard.cpu_only:  # CPU results are never reported as runtime compile validation
         return "not validated", (
@@ -152,17 +152,22 @@ def _overall(report: ReviewReport) -> None:
     elif needs:
         names = ", ".join(r.name for r in needs)
         report.verdict, report.verdict_reason = "needs changes", f"{names}: {needs[0].verdict_reason}"
-    elif not report.recipes:
-        report.verdict = "ready"
-        report.verdict_reason = "the change touches no recipe and not the kit's compile"
+    elif not report.recipes:  # a green verdict needs something reviewed
+        report.verdict = "nothing to review"
+        if report.scope.kind == "change":
+            report.verdict_reason = (
+                "the change touches no recipe and not the kit's compile (give a recipe folder to review it whole)"
+            )
+        else:
+            report.verdict_reason = f"no recipe under {report.scope.path}"
     elif not compiling:
         report.verdict, report.verdict_reason = "not validated", "no recipe in scope compiles: nothing to validate"
     else:
-        gaps = [r for r in compiling if r.verdict == "not validated"]
+        gaps = [r for r in compiling if r.verdict != "ready"]
         if gaps:
             report.verdict = "not validated"
             report.verdict_reason = f"{gaps[0].name}: {gaps[0].verdict_reason}" + (
-                f" (+{len(gaps) - 1} more recipe(s))" if len(gaps) > 1 else ""
+                f" (also not validated: {', '.join(g.name for g in gaps[1:])})" if len(gaps) > 1 else ""
             )
         else:
             report.verdict, report.verdict_reason = "ready", compiling[0].verdict_reason
@@ -171,6 +176,41 @@ def _overall(report: ReviewReport) -> None:
         introduced = [f for f in introduced if f.status == "new"]
     layer_failed = any(row.status in ("failed", "timeout") and row.name != "soft" for r in report.recipes for row in r.validation)
     report.exit_code = 1 if introduced or layer_failed else 0
+    report.validation = _validation_line(report)
+
+
+def _validation_line(report: ReviewReport) -> str:
+    """What validation this review did, in one line (the report's 'Validation:' bullet)."""
+    if not report.hard:
+        return "soft (static) only; runtime layers need `--hard`"
+    ran = [r.name for r in report.recipes if r.hard is not None]
+    if ran:
+        return f"soft (static) and hard (runtime layers) for {', '.join(ran)}"
+    if not report.recipes:
+        return "soft (static); `--hard`: no recipe in scope, so no runtime layer ran"
+    return "soft (static); `--hard`: no runtime layer ran (no recipe in scope compiles, or hard validation was refused)"
+
+
+def as_untouched(report: ReviewReport, diff: DiffReport, path: str, note: str) -> ReviewReport:
+    """A whole-tree report of a recipe given explicitly, set in the change that does not touch it:
+    the change's base and head, every finding `existing`, the recipe marked `untouched`."""
+    report.scope = Scope(
+        kind="change",
+        path=path,
+        base=_rev(diff.base),
+        head=_rev(diff.head),
+        kit_changed=diff.kit_changed,
+        kit_changes=list(diff.kit_changes),
+        changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
+        recipes=list(report.scope.recipes),
+        notes=[*diff.notes, note, *report.scope.notes],
+    )
+    for f in report.all_findings():
+        f.status = "existing"
+    for r in report.recipes:
+        r.change = "untouched"
+    _overall(report)
+    return report
 
 
 def build_tree(
@@ -180,6 +220,7 @@ def build_tree(
     soft_seconds: float | None = None,
     hard_notes: dict[str, str] | None = None,
     notes: list[str] | None = None,
+    hard_requested: bool = False,
 ) -> ReviewReport:
     """Whole-tree review: every recipe under PATH."""
     hard = hard or {}
@@ -189,7 +230,7 @@ def build_tree(
         verdict="not validated",
         verdict_reason="",
         scope=Scope(kind="tree", path=str(path), recipes=[r.name for r in soft.recipes], notes=list(notes or [])),
-        hard=bool(hard) or bool(hard_notes),
+        hard=hard_requested or bool(hard) or bool(hard_notes),
         findings=[to_report_finding(f) for f in soft.findings],
     )
     for recipe in soft.recipes:
@@ -213,6 +254,7 @@ def build_change(
     soft_seconds: float | None = None,
     hard_notes: dict[str, str] | None = None,
     only: set[str] | None = None,
+    hard_requested: bool = False,
 ) -> ReviewReport:
     """Change review: the recipes the diff touches, new vs existing findings, before -> after wiring."""
     hard = hard or {}
@@ -235,7 +277,7 @@ def build_change(
         verdict="not validated",
         verdict_reason="",
         scope=scope,
-        hard=bool(hard) or bool(hard_notes),
+        hard=hard_requested or bool(hard) or bool(hard_notes),
         findings=_sorted([f for f in current if f.recipe is None]),
         fixed=_sorted([to_report_finding(f, "fixed") for f in diff.fixed if only is None or f.recipe in only]),
         superseded=_sorted(

@@ -19,6 +19,7 @@ from model_compile.discover.recipes import repo_root_of
 from model_compile.hard import interpreter
 from model_compile.hard.layers import plan
 from model_compile.hard.pipeline import in_repo, pytest_command
+from model_compile.hard.stageplan import labelled_prerequisites
 from model_compile.parse import test_options as conventions
 from model_compile.report.models import LayerRow
 
@@ -63,20 +64,29 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
     for layer in data.get("layers") or []:
         status = layer.get("status") or "not-run"
         ran = status not in ("not-run", "missing", "unavailable", "not-reached")
+        # Older reports lack `started`: a layer that passed/failed/was skipped ran; one with a duration started.
+        started = bool(layer.get("started")) or ran or bool(layer.get("duration_s"))
         command = layer.get("command")
         if not ran and layer.get("next_step"):
             command = layer.get("next_step")
         cwd = layer.get("cwd")
         if command and cwd and " -m pytest " in f"{command} " and not command.startswith(("cd ", "on a machine")):
             command = f"cd {shlex.quote(cwd)} && {command}"
+        elsewhere: list[str] = []
+        if not ran and command and command.startswith("on a machine") and layer.get("accelerator_commands"):
+            # 'on a machine with GPUs/NPUs, from the repository root:' and one command per stage
+            command, elsewhere = command.split(": ", 1)[0] + ":", list(layer["accelerator_commands"])
         rows.append(
             LayerRow(
                 name=layer.get("name", "?"),
                 status=status if status in _STATUSES else "not-run",  # type: ignore[arg-type]
-                where=layer.get("where") or (layer.get("label") if ran else "-") or "-",
-                duration_s=layer.get("duration_s") if ran else None,
+                where=(layer.get("where") or layer.get("label") or "-") if started else "-",
+                duration_s=layer.get("duration_s") if started else None,
                 command=command,
                 reason=_first_line(layer.get("reason")),
+                started=started,
+                commands=elsewhere,
+                prerequisites=list(layer.get("prerequisites") or []) if not ran else [],
             )
         )
     seen = {_base(r.name) for r in rows}
@@ -127,7 +137,7 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
     interp = interpreter.resolve(repo_root, python)
     conv = conventions.read(recipe_root, repo_root)
     rows: list[LayerRow] = []
-    for spec in plan(recipe_root, None, None, [], compile_path, conv):
+    for spec in plan(recipe_root, None, None, [], compile_path, conv, 0, repo_root):
         if spec.name == "smoke" and compile_path not in (None, "none"):
             flag = f" --python {shlex.quote(interp.path)}" if interp.source != "tool" else ""
             command = f"model-compile rehearse {shlex.quote(str(recipe_root))}{flag}"
@@ -135,9 +145,15 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
         test = recipe_root / spec.test_file
         rel = os.path.relpath(test, repo_root)
         if test.is_file():
-            options = spec.accelerator_options if spec.accelerator_options is not None else spec.options
-            command = in_repo(repo_root, pytest_command(interp, rel, list(options)))
-            rows.append(LayerRow(name=spec.name, status="not-run", where="-", command=command))
+            runs = spec.accelerator_runs or [spec.accelerator_options if spec.accelerator_options is not None else spec.options]
+            commands = [in_repo(repo_root, pytest_command(interp, rel, list(options))) for options in runs]
+            prereqs = labelled_prerequisites(spec.stage_runs)
+            rows.append(
+                LayerRow(
+                    name=spec.name, status="not-run", where="-", command=commands[0],
+                    commands=commands if len(commands) > 1 else [], prerequisites=prereqs,
+                )
+            )
         else:
             rows.append(
                 LayerRow(

@@ -57,11 +57,11 @@ def label(stage: Stage) -> str:
 
 
 def flowchart(stages: list[Stage]) -> str:
-    """A `flowchart TD` of the stages; empty when there is nothing to draw."""
+    """A left-to-right `flowchart LR` of the stages; empty when there is nothing to draw."""
     drawn = [s for s in stages if s.kind != "return"]
     if not drawn:
         return ""
-    out = ["flowchart TD"]
+    out = ["flowchart LR"]
     engines: list[str] = []
     for s in drawn:
         if s.engine not in engines:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from model_compile.rules.finding import Finding
 
-Verdict = Literal["ready", "needs changes", "not validated"]
+Verdict = Literal["ready", "needs changes", "not validated", "nothing to review"]
 FindingStatus = Literal["new", "existing", "fixed", "superseded"]
 # Layer status as the report shows it: the hard runner's statuses plus "not reached" (a layer after a
 # failure) and "not run" (no --hard, or no compile to validate).
@@ -80,6 +80,14 @@ class LayerRow(BaseModel):
     duration_s: float | None = None
     command: str | None = Field(default=None, description="the exact command (for a layer not run: the one to run)")
     reason: str | None = None
+    started: bool = Field(default=False, description="the layer ran (or was started) on this machine")
+    commands: list[str] = Field(
+        default_factory=list,
+        description="smoke: one command per stage for a machine with GPUs/NPUs (when the layer did not run here)",
+    )
+    prerequisites: list[str] = Field(
+        default_factory=list, description="what those commands need that this machine lacks (model, data paths)"
+    )
 
 
 class Measure(BaseModel):
@@ -123,7 +131,11 @@ class ReportFinding(Finding):
 class RecipeSection(BaseModel):
     name: str
     path: str
-    change: str | None = Field(default=None, description="change: added, modified, renamed, deleted, kit")
+    change: str | None = Field(
+        default=None,
+        description="change: added, modified, renamed, deleted, kit, or untouched (given explicitly, not touched by "
+        "the change: reviewed whole)",
+    )
     verdict: Verdict
     verdict_reason: str
     compile_path: CompilePathSection
@@ -144,6 +156,7 @@ class ReviewReport(BaseModel):
     verdict_reason: str
     scope: Scope
     hard: bool = Field(default=False, description="hard (runtime) validation was requested")
+    validation: str = Field(default="", description="what validation this review did, in one line")
     recipes: list[RecipeSection] = Field(default_factory=list)
     findings: list[ReportFinding] = Field(default_factory=list, description="findings outside any recipe (the kit)")
     fixed: list[ReportFinding] = Field(default_factory=list, description="change: findings the change fixes")

@@ -12,14 +12,16 @@ import jinja2
 from model_compile.findings.models import Report
 from model_compile.render.sarif import github_annotations, sarif
 from model_compile.report.models import ReportFinding, ReviewReport
+from model_compile.report.text import text
 from model_compile.templating import environment
 
 TEMPLATE = "report/review.md.j2"
-FORMATS = ("markdown", "json", "sarif", "github")
+FORMATS = ("markdown", "text", "json", "sarif", "github")
 ICONS = {
     "ready": ":white_check_mark:",
     "needs changes": ":x:",
     "not validated": ":warning:",
+    "nothing to review": ":information_source:",
     "passed": ":white_check_mark:",
     "failed": ":x:",
     "timeout": ":x:",
@@ -96,7 +98,9 @@ def github(report: ReviewReport) -> str:
     """Workflow annotations for the findings (new ones when reviewing a change), plus a verdict notice."""
     findings = [f for f in _annotated(report) if not f.suppressed]
     text = github_annotations(Report(version=report.version, root=report.scope.path, findings=list(findings)))
-    kind = {"ready": "notice", "not validated": "warning", "needs changes": "error"}[report.verdict]
+    kind = {"ready": "notice", "not validated": "warning", "needs changes": "error", "nothing to review": "notice"}[
+        report.verdict
+    ]
     title = f"model-compile review: {report.verdict}"
     msg = report.verdict_reason.replace("%", "%25").replace("\r", "").replace("\n", "%0A")
     return text + f"::{kind} title={title}::{msg}\n"
@@ -108,6 +112,8 @@ def emit(report: ReviewReport, fmt: str) -> str:
         return report.model_dump_json(indent=2) + "\n"
     if fmt == "sarif":
         return json.dumps(sarif_log(report), indent=2) + "\n"
+    if fmt == "text":
+        return text(report)
     if fmt == "github":
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         md = markdown(report)
@@ -120,10 +126,11 @@ def emit(report: ReviewReport, fmt: str) -> str:
 
 
 def write_all(report: ReviewReport, out: Path) -> list[Path]:
-    """report.md, report.json, report.sarif, annotations.txt (+ trace-<recipe>.json when traced) in `out`."""
+    """report.md, report.txt, report.json, report.sarif, annotations.txt (+ trace-<recipe>.json when traced) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     files = {
         "report.md": markdown(report),
+        "report.txt": text(report),
         "report.json": report.model_dump_json(indent=2) + "\n",
         "report.sarif": json.dumps(sarif_log(report), indent=2) + "\n",
         "annotations.txt": github(report),
@@ -133,8 +140,8 @@ def write_all(report: ReviewReport, out: Path) -> list[Path]:
         if trace:
             files[f"trace-{r.name}.json"] = json.dumps(trace, indent=2) + "\n"
     written = []
-    for name, text in files.items():
+    for name, body in files.items():
         path = out / name
-        path.write_text(text, encoding="utf-8")
+        path.write_text(body, encoding="utf-8")
         written.append(path)
     return written

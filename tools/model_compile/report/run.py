@@ -17,7 +17,7 @@ from model_compile.analyze import analyze_path, analyze_tree
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import Report
-from model_compile.report.build import build_change, build_tree
+from model_compile.report.build import as_untouched, build_change, build_tree
 from model_compile.report.models import ReviewReport
 from model_compile.review.models import DiffReport
 
@@ -84,23 +84,21 @@ def _analyze_revision(root: Path, rev: str, only: str | None) -> Report:
 
 
 def _branch_base(root: Path) -> tuple[str | None, list[str]]:
-    """On a branch ahead of the default branch: its merge base, so the review covers the branch's commits
-    and any uncommitted files together (stray untracked files do not hide the branch). Else None."""
+    """On a branch ahead of the default branch: its merge base (the nearer of the local and the remote
+    default branch's), so the review covers the branch's commits and any uncommitted files together
+    (stray untracked files do not hide the branch). Else None."""
     import git
 
-    from model_compile.review.changes import default_branch
+    from model_compile.review.changes import default_base
     from model_compile.review.gittree import open_repo
 
     repo = open_repo(root)
     try:
-        branch = default_branch(repo)
-        if branch is None:
-            return None, []
         head = repo.head.commit
-        bases = repo.merge_base(head, branch)
-        if not bases or bases[0].hexsha == head.hexsha:
+        choice = default_base(repo, head)
+        if choice.commit is None or choice.commit.hexsha == head.hexsha:
             return None, []
-        return bases[0].hexsha[:12], [f"base is the merge base of HEAD with {branch} (head: the working tree, or HEAD when it is clean)"]
+        return choice.commit.hexsha[:12], [*choice.notes, "head: the working tree, or HEAD when it is clean"]
     except (ValueError, git.GitCommandError):
         return None, []
     finally:
@@ -108,9 +106,14 @@ def _branch_base(root: Path) -> tuple[str | None, list[str]]:
 
 
 def run_hard(
-    recipe_dirs: dict[str, Path], python: str | None, trace: bool, out: Path | None
+    recipe_dirs: dict[str, Path],
+    python: str | None,
+    trace: bool,
+    out: Path | None,
+    stages: dict[str, list[str]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused)."""
+    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
+    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command)."""
     from model_compile.hard.runner import validate_hard
 
     reports: dict[str, Any] = {}
@@ -118,7 +121,8 @@ def run_hard(
     for name, recipe_dir in recipe_dirs.items():
         try:
             reports[name] = validate_hard(
-                recipe_dir, trace=trace, out=(out / "hard" / name) if out else None, python=python
+                recipe_dir, trace=trace, out=(out / "hard" / name) if out else None, python=python,
+                stages=(stages or {}).get(name),
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
@@ -164,13 +168,15 @@ def review_path(
             notes.append(f"no change to review ({exc}): every recipe under PATH is reviewed")
         seconds = time.monotonic() - started
         if diff is not None and (diff.recipes or diff.shared_files):
-            return _change_report(diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds)
+            if only is None or only in {d.name for d in diff.recipes}:
+                return _change_report(diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds)
+            return _untouched_report(diff, root, path, only, hard, head, python, trace, out)
         if diff is not None:
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
             if head is not None:  # review the revision asked for, not the working tree
                 soft = _analyze_revision(root, diff.head.commit or head, only)
                 notes.append(f"reviewed as of {diff.head.rev}; runtime layers run on a checkout only")
-                return build_tree(soft, root, {}, seconds, {}, notes)
+                return build_tree(soft, root, {}, seconds, {}, notes, hard_requested=hard)
     started = time.monotonic()
     soft = analyze_path(path)
     seconds = time.monotonic() - started
@@ -179,7 +185,50 @@ def review_path(
     if hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
         hard_reports, hard_notes = run_hard(dirs, python, trace, out)
-    return build_tree(soft, path, hard_reports, seconds, hard_notes, notes)
+    return build_tree(soft, path, hard_reports, seconds, hard_notes, notes, hard_requested=hard)
+
+
+def _untouched_report(
+    diff: DiffReport,
+    root: Path,
+    path: Path,
+    only: str,
+    hard: bool,
+    head: str | None,
+    python: str | None,
+    trace: bool,
+    out: Path | None,
+) -> ReviewReport:
+    """A recipe given explicitly that the change does not touch: reviewed whole, every finding existing."""
+    started = time.monotonic()
+    if head is not None:  # the revision asked for, not the working tree
+        soft, base_dir = _analyze_revision(root, diff.head.commit or head, only), root
+    else:
+        soft, base_dir = analyze_path(path), path
+    seconds = time.monotonic() - started
+    hard_reports: dict[str, Any] = {}
+    hard_notes: dict[str, str] = {}
+    if hard and head is not None:
+        hard_notes = {r.name: f"--head {head} names a revision: check it out to run the runtime layers" for r in soft.recipes}
+    elif hard:
+        dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+    report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, [], hard_requested=hard)
+    note = (
+        f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only}: it is reviewed whole "
+        "(its findings are existing ones)"
+    )
+    return as_untouched(report, diff, str(path), note)
+
+
+def _touched_stages(d: Any) -> list[str]:
+    """The stage configs (`configs/<stage>.yaml`) among a recipe's changed files."""
+    out = []
+    for f in d.files:
+        p = Path(f.path)
+        if p.parent.name == "configs" and p.suffix in (".yaml", ".yml") and f.change != "deleted":
+            out.append(p.stem)
+    return out
 
 
 def _change_report(
@@ -207,5 +256,6 @@ def _change_report(
                 hard_notes[r.name] = f"--head {head} names a revision: check it out to run the runtime layers"
         else:  # the working tree, or HEAD when the tree is clean: the same files either way
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
-            hard_reports, hard_notes = run_hard(dirs, python, trace, out)
-    return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names)
+            stages = {d.name: _touched_stages(d) for d in diff.recipes}
+            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages)
+    return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)

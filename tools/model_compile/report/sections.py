@@ -89,6 +89,7 @@ def read_budgets(recipe_dir: Path | None) -> tuple[int | None, int | None, str]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return None, None, ""
+    # a file of asserts without budget constants: the defaults below apply, and the source says so
     values: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -97,7 +98,9 @@ def read_budgets(recipe_dir: Path | None) -> tuple[int | None, int | None, str]:
     if not values:
         return None, None, ""
     gb, rc = values.get("GRAPH_BREAK_BUDGET"), values.get("RECOMPILE_BUDGET")
-    return (gb if isinstance(gb, int) else None), (rc if isinstance(rc, int) else None), f"{DEST}/asserts.py"
+    # the generated asserts hand the record to model_compile.runtime's violations(), which counts a limit hit
+    source = f"{DEST}/asserts.py" + (" (it also fails on any recompile-limit hit)" if "violations(" in ast.unparse(tree) else "")
+    return (gb if isinstance(gb, int) else None), (rc if isinstance(rc, int) else None), source
 
 
 def performance_section(
@@ -114,7 +117,10 @@ def performance_section(
     if not source and recipe.compile_path != "none":
         gb_budget = GRAPH_BREAK_BUDGETS.get(recipe.compile_path, 40)
         rc_budget = DEFAULT_RECOMPILE_BUDGET
-        source = "defaults of the generated asserts (this recipe has none)"
+        has_asserts = recipe_dir is not None and (recipe_dir / DEST / "asserts.py").is_file()
+        source = "the generated asserts' defaults (" + (
+            f"{DEST}/asserts.py sets no budget)" if has_asserts else "the recipe has no skill asserts: nothing enforces them)"
+        )
     perf = PerformanceSection(
         graph_breaks=Measure(budget=gb_budget, budget_source=source),
         recompiles=Measure(budget=rc_budget, budget_source=source),
@@ -174,8 +180,15 @@ def _unvalidated(perf: PerformanceSection, hard: HardFacts | None, rows: list[La
     for row in rows:
         if row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout") and row.name != "soft":
             out.append(f"{row.name}: {row.status}" + (f" ({row.reason})" if row.reason else ""))
+    note = (hard.trace or {}).get("note") if hard is not None else None
+    if note and str(note).startswith("--trace recorded nothing"):
+        out.append(str(note))
     if hard is not None and not perf.measured:
-        out.append("no runtime record: the smoke run with compile on did not reach setup")
+        smoke = next((r for r in rows if r.name == "smoke"), None)
+        if smoke is not None and smoke.started:
+            out.append("no runtime record: the smoke run with compile on did not reach setup")
+        elif smoke is not None:
+            out.append(f"no runtime record: the smoke run with compile on was not started ({smoke.status})")
     return out
 
 
@@ -184,7 +197,9 @@ def _advice(perf: PerformanceSection, recipe: RecipeReport, hard: HardFacts | No
     if not perf.measured:
         smoke = next((r for r in rows if r.name == "smoke"), None)
         if smoke is not None and smoke.command and smoke.status != "missing":
-            out.append(f"measure before claiming anything: run the smoke layer where an accelerator exists: `{smoke.command}`")
+            commands = " ; ".join(f"`{c}`" for c in smoke.commands) if smoke.commands else f"`{smoke.command}`"
+            head = f"{smoke.command} " if smoke.commands else ""
+            out.append(f"measure before claiming anything: run the smoke layer where an accelerator exists: {head}{commands}")
         return out
     gb, rc = perf.graph_breaks, perf.recompiles
     if perf.recompile_limit_hit:

@@ -62,9 +62,12 @@ def resolve_commit(repo: git.Repo, rev: str) -> git.Commit:
         raise InputError(f"unknown revision '{rev}'{_shallow_hint(repo)}") from None
 
 
-def default_branch(repo: git.Repo) -> str | None:
-    """origin/HEAD, else main, else master (local, then origin/)."""
-    for name in ("origin/HEAD", "main", "master", "origin/main", "origin/master"):
+LOCAL_DEFAULTS = ("main", "master")
+REMOTE_DEFAULTS = ("origin/HEAD", "origin/main", "origin/master")
+
+
+def _first_rev(repo: git.Repo, names: tuple[str, ...]) -> str | None:
+    for name in names:
         try:
             repo.rev_parse(name)
             return name
@@ -73,18 +76,93 @@ def default_branch(repo: git.Repo) -> str | None:
     return None
 
 
+def default_branch(repo: git.Repo) -> str | None:
+    """origin/HEAD, else main, else master (local, then origin/)."""
+    return _first_rev(repo, REMOTE_DEFAULTS[:1] + LOCAL_DEFAULTS + REMOTE_DEFAULTS[1:])
+
+
+@dataclass
+class BaseChoice:
+    """The merge base a branch review compares with, which default branch gave it, and why."""
+
+    commit: git.Commit | None  # None: no default branch, or no merge base with any
+    branch: str | None
+    notes: list[str]
+
+
+def default_base(repo: git.Repo, head: git.Commit, head_label: str = "HEAD") -> BaseChoice:
+    """The nearer of the merge bases of `head` with the local and the remote default branch.
+
+    When both exist and differ, the one that descends from the other holds no commit that is not the
+    branch's own (a branch made from a local main that is ahead of origin/main): that one is used, and
+    the other is named. A default branch that already contains `head` (HEAD is main itself) is not
+    compared with; when every default branch contains it, the base is `head` (nothing between them).
+    """
+    found: list[tuple[str, git.Commit]] = []
+    for name in (_first_rev(repo, REMOTE_DEFAULTS), _first_rev(repo, LOCAL_DEFAULTS)):
+        if name is None:
+            continue
+        try:
+            bases = repo.merge_base(head, name)
+        except git.GitCommandError:
+            bases = []
+        if bases:
+            found.append((name, bases[0]))
+    if not found:
+        return BaseChoice(None, default_branch(repo), [])
+    if len(found) == 2 and found[0][1].hexsha == found[1][1].hexsha:
+        found = found[:1]
+    if len(found) == 1:
+        name, commit = found[0]
+        return BaseChoice(commit, name, [f"base is the merge base of {head_label} with {name}"])
+    ahead = [(n, c) for n, c in found if c.hexsha != head.hexsha]
+    contains = [n for n, c in found if c.hexsha == head.hexsha]
+    if not ahead:
+        name, commit = found[0]
+        return BaseChoice(commit, name, [f"base is the merge base of {head_label} with {name}"])
+    if len(ahead) == 1:
+        name, commit = ahead[0]
+        return BaseChoice(
+            commit,
+            name,
+            [
+                f"base is the merge base of {head_label} with {name} ({commit.hexsha[:12]}); {contains[0]} already "
+                f"contains {head_label} (their merge base is {head_label} itself), so it is not compared with"
+            ],
+        )
+    (n1, c1), (n2, c2) = ahead
+    if repo.is_ancestor(c1, c2):
+        (near, nc), (far, fc) = (n2, c2), (n1, c1)
+        why = "nearer: it descends from the other"
+    elif repo.is_ancestor(c2, c1):
+        (near, nc), (far, fc) = (n1, c1), (n2, c2)
+        why = "nearer: it descends from the other"
+    else:
+        (near, nc), (far, fc) = (n1, c1), (n2, c2)
+        why = f"{n1} and {n2} have diverged; the remote's is used"
+    return BaseChoice(
+        nc,
+        near,
+        [
+            f"base is the merge base of {head_label} with {near} ({nc.hexsha[:12]}; {why}); the merge base with "
+            f"{far} is {fc.hexsha[:12]} (pass --base {far} to review against it)"
+        ],
+    )
+
+
 def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[str]) -> git.Commit:
-    branch = default_branch(repo)
-    if branch is None:
+    choice = default_base(repo, head, head_label)
+    if choice.branch is None:
         raise InputError("no default branch (origin/HEAD, main, master) to compare with: pass --base REV")
-    bases = repo.merge_base(head, branch)
-    if not bases:
-        raise InputError(f"no merge base between {head.hexsha[:12]} and {branch}{_shallow_hint(repo)}: pass --base REV")
-    base = bases[0]
-    notes.append(f"base is the merge base of {head_label} with {branch}")
+    if choice.commit is None:
+        raise InputError(
+            f"no merge base between {head.hexsha[:12]} and {choice.branch}{_shallow_hint(repo)}: pass --base REV"
+        )
+    base = choice.commit
+    notes.extend(choice.notes)
     if base.hexsha == head.hexsha:
         notes.append(
-            f"{head_label} is already contained in {branch}: nothing between them; pass --base REV (e.g. --base HEAD~1)"
+            f"{head_label} is already contained in {choice.branch}: nothing between them; pass --base REV (e.g. --base HEAD~1)"
         )
     return base
 

@@ -1,0 +1,67 @@
+"""`review --format text`: the compact report, golden files on the example recipes, at most ~25 lines a recipe.
+
+Regenerate after an intended change: UPDATE_GOLDEN=1 pytest tests/report/test_review_text.py
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from report_helpers import demo_copy, move_compile_after_wrap
+from test_review_golden import GOLDEN, _check
+from test_review_golden import _normalise as _normalise_md
+
+from model_compile.analyze import analyze_path
+from model_compile.cli import main
+from model_compile.report.build import build_tree
+from model_compile.report.run import review_path
+from model_compile.report.text import text
+
+MAX_LINES_PER_RECIPE = 25
+
+
+def _normalise(out: str, root: Path) -> str:
+    return re.sub(r"static \([0-9.]+ s\)", "static (<t> s)", _normalise_md(out, root))
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    return demo_copy(tmp_path / "demo")
+
+
+def _per_recipe(out: str) -> list[int]:
+    blocks = out.split("\n== ")[1:]
+    return [len(b.split("\n\n")[0].splitlines()) for b in blocks]
+
+
+def test_text_clean_kit(repo: Path) -> None:
+    out = text(review_path(repo / "recipes" / "vlm_kit"))
+    assert out.splitlines()[0].startswith("model-compile review: NOT VALIDATED - vlm_kit: soft review only")
+    assert max(_per_recipe(out)) <= MAX_LINES_PER_RECIPE
+    _check("clean_kit.txt", _normalise(out, repo))
+
+
+def test_text_misplaced(repo: Path) -> None:
+    move_compile_after_wrap(repo)
+    out = text(review_path(repo / "recipes" / "vlm_kit"))
+    assert out.startswith("model-compile review: NEEDS CHANGES")
+    assert any(" MC408 " in line and "engine/vlm_kit_engine.py:" in line for line in out.splitlines())
+    _check("misplaced_compile.txt", _normalise(out, repo))
+
+
+def test_text_cpu_only_hard(repo: Path) -> None:
+    recorded = json.loads((GOLDEN / "hard_vlm_kit_cpu.json").read_text())
+    recipe = repo / "recipes" / "vlm_kit"
+    out = text(build_tree(analyze_path(recipe), recipe, hard={"vlm_kit": recorded}, soft_seconds=0.01))
+    assert "measured (cpu-only)" in out and "CPU only" in out.splitlines()[0]
+    assert max(_per_recipe(out)) <= MAX_LINES_PER_RECIPE
+    _check("hard_cpu_only.txt", _normalise(out, repo))
+
+
+def test_cli_format_text(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["review", str(repo), "--format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n== ") == 4 and out.rstrip().endswith("--format markdown (or json)")

@@ -1,0 +1,130 @@
+"""`review --format text`: the report compact enough for a terminal or an agent's answer.
+
+Per recipe, about 25 lines at most: the verdict, compile path, target and placement (before -> after for a
+change) one line each, one line per layer with where it ran, one line per finding (`file:line RULE message`,
+new ones first), what the commands need, the commands to run, and the gaps. Everything else (the stage list,
+the Mermaid chart, fixes) is in `--format markdown` / `json`.
+"""
+
+from __future__ import annotations
+
+from model_compile.report.models import LayerRow, RecipeSection, ReportFinding, ReviewReport
+
+MAX_FINDINGS = 6
+MAX_GAPS = 3
+WIDTH = 160
+
+
+def _cut(text: str, width: int = WIDTH) -> str:
+    """One line: inner whitespace collapsed (the indent kept), cut at `width`."""
+    text = str(text)
+    indent = text[: len(text) - len(text.lstrip())]
+    text = indent + " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _finding(f: ReportFinding) -> str:
+    status = f"{f.status} " if f.status else ""
+    quiet = " (suppressed)" if f.suppressed else ""
+    return _cut(f"  {status}{f.severity} {f.file}:{f.line} {f.rule} {f.message}{quiet}")
+
+
+def _layer(row: LayerRow, width: int) -> str:
+    where = row.where if row.duration_s is None else f"{row.where} ({row.duration_s:.2f} s)"
+    why = f"  {' '.join(row.reason.split())}" if row.reason and row.status != "passed" else ""
+    line = f"    {row.name:<{width}}  {row.status:<11} {where}{why}"
+    return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
+
+
+def _commands(rows: list[LayerRow]) -> list[str]:
+    out: list[str] = []
+    for row in rows:
+        if row.status == "passed" or row.name == "soft" or not row.command:
+            continue
+        if row.prerequisites:
+            out.append(f"  {row.name} needs first (missing here):")
+            out += [_cut(f"    - {item}") for item in row.prerequisites[:4]]
+            if len(row.prerequisites) > 4:
+                out.append(f"    (+{len(row.prerequisites) - 4} more)")
+        if row.commands:
+            out.append(f"  {row.name}: {row.command}")
+            out.extend(f"    {c}" for c in row.commands)
+        else:
+            out.append(f"  {row.name}: {row.command}")
+    return out
+
+
+def _recipe(r: RecipeSection) -> list[str]:
+    change = f" ({r.change})" if r.change else ""
+    out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason)}"]
+    out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}"))
+    p = r.placement
+    targets = ", ".join(p.targets) or "no compiled target"
+    out.append(_cut(f"  target: {targets}" + (f"; placement: {p.summary}" if p.summary else "")))
+    if p.before is not None and p.before == p.after:
+        out.append("  wiring: unchanged by the change")
+    elif p.before is not None or p.after is not None:
+        out.append(_cut(f"  before -> after: {p.before or '-'} -> {p.after or '-'}"))
+    out += [_cut(f"  change: {c}") for c in p.changes[:3]]
+    out += [_cut(f"  misplaced: {m}") for m in p.misplaced[:2]]
+    if r.validation:
+        width = max(len(row.name) for row in r.validation)
+        out.append("  layers:")
+        out += [_layer(row, width) for row in r.validation]
+    shown = [f for f in r.findings if not (r.compile_path.path == "none" and f.rule == "MC100")]
+    if shown:
+        out.append("  findings:")
+        out += ["  " + _finding(f) for f in shown[:MAX_FINDINGS]]
+        if len(shown) > MAX_FINDINGS:
+            out.append(f"    (+{len(shown) - MAX_FINDINGS} more: --format markdown or json)")
+    commands = _commands(r.validation)
+    if commands:
+        out.append("  to run:")
+        out += ["  " + c for c in commands]
+    layered = {row.name for row in r.validation}
+    gaps = [g for g in r.performance.unvalidated if g.split(":", 1)[0] not in layered]
+    if r.performance.measured:
+        perf = r.performance
+        out.append(
+            _cut(
+                f"  measured ({perf.where}): first step {perf.first_step_s} s vs steady {perf.steady_state_s} s; "
+                f"graph breaks {perf.graph_breaks.value} (budget {perf.graph_breaks.budget}); "
+                f"recompiles {perf.recompiles.value} (budget {perf.recompiles.budget}); "
+                f"recompile limit hit: {perf.recompile_limit_hit}; _orig_mod. keys: {perf.orig_mod_keys}"
+            )
+        )
+    rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith(("stage ", "the rehearsal ran a tiny"))]
+    if rehearsal:
+        out.append("  rehearsal (tiny model, eager twin vs compiled):")
+        out += [_cut(f"    - {ln}") for ln in rehearsal[:4]]
+    if gaps:
+        out.append("  gaps:")
+        out += [_cut(f"    - {g}") for g in gaps[:MAX_GAPS]]
+    return out
+
+
+def text(report: ReviewReport) -> str:
+    """The compact report."""
+    s = report.scope
+    out = [f"model-compile review: {report.verdict.upper()} - {_cut(report.verdict_reason, WIDTH * 2)}"]
+    if s.kind == "change":
+        names = f" ({', '.join(s.recipes)})" if s.recipes else ""
+        scope = f"scope: the change {s.base} .. {s.head}: {len(s.recipes)} recipe(s){names}"
+        if s.kit_changed:
+            scope += "; the shared kit changed"
+    else:
+        scope = f"scope: {'the recipe' if len(s.recipes) == 1 else 'every recipe under'} {s.path}"
+    out.append(scope)
+    out.append(f"validation: {report.validation}")
+    out += [_cut(f"note: {n}", WIDTH * 2) for n in [*s.notes, *report.notes]]
+    for f in report.findings[:MAX_FINDINGS]:
+        out.append("shared kit:" + _finding(f)[1:])
+    for r in report.recipes:
+        out.append("")
+        out += _recipe(r)
+    if report.fixed:
+        out.append("")
+        out.append(f"fixed by this change: {', '.join(f'{f.rule} {f.file}:{f.line}' for f in report.fixed[:MAX_FINDINGS])}")
+    out.append("")
+    out.append(f"exit {report.exit_code}; the whole report: --format markdown (or json)")
+    return "\n".join(out) + "\n"
