@@ -27,6 +27,7 @@ from model_compile.generate.yaml_edit import edit_stage
 from model_compile.ledger.compiled_scope import planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
+from model_compile.parse import test_options
 from model_compile.recipe_tests import default_context, planned_recipe_tests
 from model_compile.vocabulary import FALLBACK_KINDS
 
@@ -124,7 +125,7 @@ def build_plan(opts: Options) -> Plan:
 
     repo_text = read_repo_text(files)
     stems = [p.stem for p in files.stages]
-    commands = run_commands(files, repo_text, "train" if "train" in stems or not stems else stems[0])
+    stage_name = "train" if "train" in stems or not stems else stems[0]
 
     # 1. engine(s)
     for path, text, own, fx in engines:
@@ -190,6 +191,20 @@ def build_plan(opts: Options) -> Plan:
     plan.notes.extend(res.notes)
     plan.changes.append(FileChange(files.schema, files.rel(files.schema), schema_text, res.code))
 
+    # the recipe's missing base tests (and the conftest.py its new smoke test takes options from)
+    root_class = _root_config_class(schema_text, first.config_class)
+    stage_path = next((p for p in files.stages if p.stem == stage_name), None)
+    base_files = recipe_test_files(files.recipe, files.root, root_class, files.rel, stage=stage_path, override=override)
+    if base_files.conftest is not None:  # the commands take the options the planned conftest.py registers
+        planned = test_options.read_text(base_files.conftest, files.rel(files.recipe / "tests" / "conftest.py"))
+        for name, option in repo_text.test_options.options.items():  # the conftest.py files above it still load
+            planned.options.setdefault(name, option)
+        planned.dynamic += repo_text.test_options.dynamic
+        repo_text.test_options = planned
+    if "test_smoke.py" in {p.name for p in base_files.files}:
+        repo_text.has_smoke_test = True
+    commands = run_commands(files, repo_text, stage_name)
+
     # 3. stage YAMLs
     for stage in files.stages:
         text = _read(stage)
@@ -216,7 +231,6 @@ def build_plan(opts: Options) -> Plan:
         plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    root_class = _root_config_class(schema_text, first.config_class)
     context = recipe_tests_context(files, opts, plan, first, style, root_class)
     rendered = planned_recipe_tests(context, override)
     missing_hooks = _missing_parity_hooks(files, first_path, first.class_name)
@@ -229,7 +243,7 @@ def build_plan(opts: Options) -> Plan:
     compile_path = requested_path(opts.path)
     for tests in (
         plan_skill_tests(files.recipe, rendered, compile_path=compile_path, force=opts.force, root=files.root, rel_of=files.rel),
-        recipe_test_files(files.recipe, files.root, root_class, files.rel),
+        base_files,
     ):
         plan.notes.extend(tests.notes)
         plan.changes.extend(FileChange(dest, files.rel(dest), old, new) for dest, (old, new) in tests.files.items())
