@@ -24,12 +24,11 @@ from model_compile.generate.snippets import Renderer
 from model_compile.generate.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
 from model_compile.generate.wired import check_wiring, requested_path
 from model_compile.generate.yaml_edit import edit_stage
-from model_compile.ledger.compiled_scope import planned_scope
+from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions, planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
 from model_compile.parse import test_options
 from model_compile.recipe_tests import default_context, planned_recipe_tests
-from model_compile.vocabulary import FALLBACK_KINDS
 
 
 @dataclass
@@ -128,9 +127,11 @@ def build_plan(opts: Options) -> Plan:
     stage_name = "train" if "train" in stems or not stems else stems[0]
 
     # 1. engine(s)
+    kit_import: tuple[str, str] | None = None
     for path, text, own, fx in engines:
         kit_attr = fx.kit_attr
-        kit_import = kit_init = kit_attr_stmt = None
+        kit_init = kit_attr_stmt = None
+        kit_import = None
         if opts.path == "kit" and kit_attr is None:
             found = locate.find_kit_import(files.root)
             if found is None:
@@ -212,23 +213,25 @@ def build_plan(opts: Options) -> Plan:
         plan.notes.append(y.note)
         plan.changes.append(FileChange(stage, files.rel(stage), text, y.text))
 
-    # 4. README (fallbacks document kind, target and reason there too)
-    if opts.path in FALLBACK_KINDS:
-        old = _read(files.readme) if files.readme.is_file() else None
-        readme_target = choice.target if opts.path != "post-wrap" else target
-        patches = [
-            e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
-        ]
+    # 4. README: every path gets its Compile section (fallbacks document kind, target and reason there too)
+    old = _read(files.readme) if files.readme.is_file() else None
+    readme_target = choice.target if opts.path != "post-wrap" else target
+    patches = [
+        e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
+    ]
+    if opts.path == "kit":
+        scope = kit_scope(model_var, _kit_of(kits, kit_import), locate.model_layout(files), list(dict.fromkeys(patches)))
+    else:
         scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
-        new, note = edit_readme(
-            old or "",
-            lambda h: r.readme_section(
-                h, opts.path, readme_target, opts.reason or "", scope=scope.summary, eager=scope.eager, commands=commands
-            ),
-        )
-        if new != old:
-            plan.notes.append(note)
-        plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
+    new, note = edit_readme(
+        old or "",
+        lambda h: r.readme_section(
+            h, opts.path, readme_target, opts.reason or "", scope=scope.summary, eager=scope.eager, commands=commands
+        ),
+    )
+    if new != old:
+        plan.notes.append(note)
+    plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
     context = recipe_tests_context(files, opts, plan, first, style, root_class)
@@ -265,6 +268,32 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
+
+
+def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:
+    """The kit class the engine calls: the one generate adds, else the repository's model kit."""
+    name = added[1] if added else locate.KIT_CLASS
+    return next((k for k in kits if k.class_name == name), kits[0] if kits else None)
+
+
+def kit_scope(model_var: str, kit: KitFacts | None, layout: locate.ModelLayout | None, patches: list[str]) -> CompiledScope:
+    """What the kit will compile for this model: the whole model minus the regions the kit disables, each
+    only when the model has it - dropped where the model's layout shows it has none, hedged where the
+    tool cannot tell (the kit tests for it at run time)."""
+    minus: list[str] = []
+    hedged: list[str] = []
+    for region in kit.disables if kit else []:
+        path = model_var + region[len(kit.model_param) :] if kit and region.startswith(kit.model_param) else region
+        rel = path[len(model_var) + 1 :] if path.startswith(model_var + ".") else path
+        present = layout.has(rel) if layout is not None else None
+        guarded = kit is not None and region in kit.found_by
+        if present is False and guarded:
+            continue  # the kit checks for it, and this model has none: nothing is disabled
+        minus.append(path)
+        if present is None and guarded:
+            hedged.append(path)
+    part = ScopePart(kind="whole-model", module=model_var, pattern="", minus=minus, when_present=hedged, via="kit")
+    return CompiledScope(model=model_var, parts=[part], eager=eager_regions([part], model_var, patches), patterns=[""], patches=patches)
 
 
 PARITY_HOOKS = ("get_batch", "compute_loss")  # what templates/recipe_tests/test_compile_parity.py.j2 calls
