@@ -14,6 +14,21 @@ REASON = "try compile on the second stage; not measured yet"
 STAGE2 = f"{RECIPE_REL}/configs/stage2.yaml"
 
 
+PER_BLOCK = """def fully_shard(module, mesh=None):
+    return module
+
+
+def parallelize_model(model, parallel_mesh=None, backend_kwargs=None):
+    for block in model.model.language_model.layers:
+        fully_shard(block)
+    return fully_shard(model)
+"""
+
+
+def _shard_per_block(root):
+    (root / "toykit" / "distributed" / "parallelize.py").write_text(PER_BLOCK)
+
+
 def _commit(root):
     repo = git.Repo(root)
     repo.git.add(A=True)
@@ -91,6 +106,7 @@ def test_a_recipe_that_does_not_compile_yet_names_the_generate_to_run_first(repo
 def test_a_block_sharded_stage_gets_the_regional_alternative_and_the_smoke_commands(wired):
     stage = wired / STAGE2
     stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 4\n    tensor: 2\n")
+    _shard_per_block(wired)
     (wired / RECIPE_REL / "tests" / "test_smoke.py").parent.mkdir(exist_ok=True)
     (wired / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
     (wired / RECIPE_REL / "tests" / "conftest.py").write_text(
@@ -134,3 +150,24 @@ def test_set_compile_keeps_quotes_and_comments_and_adds_a_missing_key():
 def test_set_compile_refuses_a_stage_without_a_compile_block():
     with pytest.raises(InputError, match="no block `model.compile` mapping"):
         set_compile("model:\n  path: x\n", {"enabled": True}, REASON, filename="s.yaml")
+
+
+def test_kit_on_a_block_sharded_recipe_says_what_that_means(repo):
+    stage = repo / f"{RECIPE_REL}/configs/train.yaml"
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 8\n")
+    _shard_per_block(repo)
+    _commit(repo)
+    code, _, err = run_generate(str(repo / RECIPE_REL))
+    assert code == 0, err
+    assert "info MC407" in err
+    assert "train (parallel.mesh.shard: 8) shards the model block by block with FSDP2: the kit path" in err
+    assert "--path regional --switch --target model.model.language_model.layers" in err
+
+
+def test_no_sharding_note_where_the_wrapper_does_not_shard_per_block(repo):
+    stage = repo / f"{RECIPE_REL}/configs/train.yaml"
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 8\n")  # the fixture's wrapper shards nothing
+    _commit(repo)
+    code, _, err = run_generate(str(repo / RECIPE_REL))
+    assert code == 0, err
+    assert "block by block" not in err

@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         validation = soft_validate(plan.recipe, {c.path: c.new for c in changed}) if changed else None
         code = 0
 
+    # the planned review decides whether the repository's wrapper shards block by block (MC407)
+    per_block = validation is not None and any(f["rule"] == "MC407" for f in validation.get("findings", []))
+    sharding = plan.sharding if per_block else []
     if args.format == "json":
         out = {
             "recipe": str(plan.recipe),
@@ -120,8 +123,9 @@ def run(args: argparse.Namespace) -> int:
             "notes": plan.notes,
             "validation": validation,
         }
+        out["sharding"] = sharding
         if isinstance(plan, StagePlan):
-            out.update({"stages": plan.stages, "smoke_commands": plan.commands, "sharding": plan.sharding})
+            out.update({"stages": plan.stages, "smoke_commands": plan.commands})
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return code
@@ -141,9 +145,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"model-compile: soft validation: {validation['summary']}\n")
         for f in validation.get("findings", []):
             sys.stderr.write(f"  {f['severity']} {f['rule']} {f['file']}:{f['line']} {f['message']}\n")
+    for note in sharding:
+        sys.stderr.write(f"model-compile: {note}\n")
     if isinstance(plan, StagePlan):
-        for note in plan.sharding:
-            sys.stderr.write(f"model-compile: {note}\n")
         if plan.commands:
             when = "after --write, " if not args.write else ""
             sys.stderr.write(f"model-compile: {when}smoke test of each enabled stage:\n")

@@ -20,6 +20,7 @@ from model_compile.generate.readme_edit import edit_readme
 from model_compile.generate.repo_style import RepoStyle, read_style
 from model_compile.generate.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
 from model_compile.generate.schema_edit import edit_schema, model_classes
+from model_compile.generate.sharding import sharding_notes
 from model_compile.generate.snippets import Renderer
 from model_compile.generate.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
 from model_compile.generate.wired import check_wiring, requested_path
@@ -28,6 +29,7 @@ from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
 from model_compile.parse import test_options
+from model_compile.parse.stages import stage_facts
 from model_compile.recipe_tests import default_context, planned_recipe_tests
 
 
@@ -55,6 +57,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     snippets: dict[str, str] = field(default_factory=dict)
     already_wired: bool = False
+    # what per-block FSDP2 means for the whole-model compile planned; said when the planned review has MC407
+    sharding: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> list[FileChange]:
@@ -259,6 +263,9 @@ def build_plan(opts: Options) -> Plan:
     for c in plan.changes:
         c.new = formatted.get(c.path, c.new)
 
+    if opts.path == "kit":
+        facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
+        plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var)
     if commands["launch"]:
         plan.notes.append(f"run with compile on: {commands['launch']}")
     if commands["tests"]:

@@ -27,6 +27,7 @@ from model_compile.generate import guard, locate
 from model_compile.generate.base_tests import WorldSize, mesh_world_size
 from model_compile.generate.plan import FileChange, Plan, recipe_report
 from model_compile.generate.repo_text import read_repo_text
+from model_compile.generate.sharding import sharding_notes
 from model_compile.parse import test_options
 from model_compile.parse.documentation import parse_comment
 from model_compile.parse.stages import stage_facts
@@ -74,7 +75,6 @@ class StagePlan(Plan):
 
     stages: dict[str, str] = field(default_factory=dict)  # stage -> "enabled" / "disabled"
     commands: list[str] = field(default_factory=list)
-    sharding: list[str] = field(default_factory=list)  # what per-block FSDP2 means for the compile path
 
 
 def _child(node: yaml.Node | None, key: str) -> tuple[yaml.ScalarNode, yaml.Node] | None:
@@ -245,34 +245,4 @@ def smoke_commands(files: locate.RecipeFiles, stages: list[str], by_name: dict[s
         if conv.registers(test_options.WORLD_SIZE):
             cmd.append(f"--world-size {world.size}")
         out.append(f"{' '.join(cmd)}  # {where}")
-    return out
-
-
-def sharding_notes(files: locate.RecipeFiles, stages: list[str], facts: dict, path: str, model_var: str = "model") -> list[str]:
-    """What per-block FSDP2 (mesh shard > 1 or -1) in the enabled stages means for a whole-model compile."""
-    sharded = [s for s in stages if facts[s].wrapping == "fsdp2"]
-    if not sharded or path not in ("kit", "direct", "fallback:post-wrap", "fallback:graph-break"):
-        return []
-    shards = ", ".join(f"{s} (parallel.mesh.shard: {facts[s].mesh.get('shard')})" for s in sharded)
-    verb = "shards" if len(sharded) == 1 else "shard"
-    out = [
-        f"{shards} {verb} the model block by block with FSDP2: the {path} path compiles the whole model before "
-        "fully_shard wraps each block, so one whole-model graph spans the FSDP2 hooks of every block "
-        "(`model-compile rules MC407`); compiling each block before it is sharded (regional) keeps the hooks "
-        "between the graphs and compiles one block graph instead of the whole model. Not measured here: "
-        "compare both on the stage's smoke test."
-    ]
-    layout = locate.model_layout(files)
-    recipe = files.rel(files.recipe)
-    container = layout.targets.get("regional") if layout is not None else None
-    if layout is not None and container:
-        out.append(
-            f"regional instead: model-compile generate {recipe} --path regional --switch --target "
-            f'{model_var}.{container} --reason "..."  (block container from the {layout.why})'
-        )
-    else:
-        out.append(
-            f'regional instead: model-compile generate {recipe} --path regional --switch --target <blocks> --reason "..." '
-            "(the block container is not known statically: the ModuleList of the model's repeated layers)"
-        )
     return out
