@@ -15,7 +15,7 @@ import git
 import pytest
 from gen_helpers import RECIPE_REL, run_generate
 
-from model_compile.generate import base_tests
+from model_compile.generate.edits import base_tests
 
 SMOKE_TEMPLATE = '''"""Smoke tests for a recipe.
 

@@ -7,7 +7,7 @@ import pytest
 from gen_helpers import RECIPE_REL, run_generate, snapshot
 
 from model_compile.errors import InputError
-from model_compile.generate.stage_switch import set_compile
+from model_compile.generate.planning.stage_switch import set_compile
 from model_compile.parse.documentation import comment_docs, yaml_comments
 
 REASON = "try compile on the second stage; not measured yet"

@@ -55,7 +55,7 @@ def default_context(recipe_name: str, compile_path: str = "kit", **overrides: An
         "config_class": f"{camel}Config",
         "engine_module": f"recipes.{recipe_name}.engine.{recipe_name}_engine",
         "engine_class": f"{camel}Engine",
-        # the repository's formatting (generate reads it; see generate/repo_style.py)
+        # the repository's formatting (generate reads it; see generate/style/repo_style.py)
         "line_length": 88,
         "quote": "double",
         "compile_path": compile_path,

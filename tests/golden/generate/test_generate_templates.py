@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from model_compile import templating
-from model_compile.generate.options import BACKENDS, CONFIG_EXPR, MODES
+from model_compile.generate.planning.options import BACKENDS, CONFIG_EXPR, MODES
 
 FILES = Path(__file__).parent / "files"
 REASON = "vision tower has data dependent shapes"

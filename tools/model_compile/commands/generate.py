@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from model_compile.errors import InputError
-from model_compile.generate.options import Options
+from model_compile.generate.planning.options import Options
 from model_compile.vocabulary import BACKENDS, GENERATE_PATHS, MODES
 
 if TYPE_CHECKING:
-    from model_compile.generate.plan import Plan
+    from model_compile.generate.planning.plan import Plan
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
@@ -63,10 +63,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_compile.generate import apply
-    from model_compile.generate.plan import build_plan
-    from model_compile.generate.stage_switch import StageOptions, StagePlan, build_stage_plan
-    from model_compile.generate.validate import soft_validate
+    from model_compile.generate.planning.plan import build_plan
+    from model_compile.generate.planning.stage_switch import StageOptions, StagePlan, build_stage_plan
+    from model_compile.generate.planning.validate import soft_validate
+    from model_compile.generate.writing import apply
 
     plan: StagePlan | Plan
     if args.enable or args.disable:

@@ -12,19 +12,21 @@ from model_compile import templating
 from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport
-from model_compile.generate import conventions, engine_edit, guard, locate
-from model_compile.generate.formatting import Formatter, format_changes
-from model_compile.generate.import_order import insert_import
-from model_compile.generate.options import Options
-from model_compile.generate.readme_edit import edit_readme
-from model_compile.generate.repo_style import RepoStyle, read_style
-from model_compile.generate.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
-from model_compile.generate.schema_edit import edit_schema, model_classes
-from model_compile.generate.sharding import sharding_notes
-from model_compile.generate.snippets import Renderer
-from model_compile.generate.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
-from model_compile.generate.wired import check_wiring, requested_path
-from model_compile.generate.yaml_edit import edit_stage
+from model_compile.generate.edits import engine_edit
+from model_compile.generate.edits.import_order import insert_import
+from model_compile.generate.edits.readme_edit import edit_readme
+from model_compile.generate.edits.schema_edit import edit_schema, model_classes
+from model_compile.generate.edits.snippets import Renderer
+from model_compile.generate.edits.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
+from model_compile.generate.edits.yaml_edit import edit_stage
+from model_compile.generate.planning import guard, locate
+from model_compile.generate.planning.options import Options
+from model_compile.generate.planning.sharding import sharding_notes
+from model_compile.generate.planning.wired import check_wiring, requested_path
+from model_compile.generate.style import conventions
+from model_compile.generate.style.formatting import Formatter, format_changes
+from model_compile.generate.style.repo_style import RepoStyle, read_style
+from model_compile.generate.style.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
 from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions, planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts

@@ -25,7 +25,7 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile import templating
-from model_compile.generate.import_order import insert_import
+from model_compile.generate.edits.import_order import insert_import
 from model_compile.parse import test_options
 from model_compile.parse.stages import stage_facts
 

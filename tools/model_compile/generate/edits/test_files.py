@@ -21,9 +21,9 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile.errors import InputError
-from model_compile.generate import base_tests
-from model_compile.generate.cst_util import assigned_name
-from model_compile.generate.import_order import insert_import
+from model_compile.generate.edits import base_tests
+from model_compile.generate.edits.cst_util import assigned_name
+from model_compile.generate.edits.import_order import insert_import
 from model_compile.recipe_tests import MARKER
 
 RelOf = Callable[[Path], str]  # a path as the output shows it (relative to the repository)
@@ -199,7 +199,7 @@ def recipe_test_files(
     override: Path | None = None,
 ) -> TestFiles:
     """Missing tests/test_structure.py / test_smoke.py, created from the repo's own templates when it has them,
-    and the tests/conftest.py whose options the created smoke test takes (generate/base_tests.py)."""
+    and the tests/conftest.py whose options the created smoke test takes (generate/edits/base_tests.py)."""
     out = TestFiles()
     missing = [name for name in RECIPE_TESTS if not (recipe / "tests" / name).is_file()]
     if not missing:

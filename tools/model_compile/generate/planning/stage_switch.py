@@ -23,11 +23,11 @@ from typing import Any
 import yaml
 
 from model_compile.errors import InputError
-from model_compile.generate import guard, locate
-from model_compile.generate.base_tests import WorldSize, mesh_world_size
-from model_compile.generate.plan import FileChange, Plan, recipe_report
-from model_compile.generate.repo_text import read_repo_text
-from model_compile.generate.sharding import sharding_notes
+from model_compile.generate.edits.base_tests import WorldSize, mesh_world_size
+from model_compile.generate.planning import guard, locate
+from model_compile.generate.planning.plan import FileChange, Plan, recipe_report
+from model_compile.generate.planning.sharding import sharding_notes
+from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse import test_options
 from model_compile.parse.documentation import parse_comment
 from model_compile.parse.stages import stage_facts

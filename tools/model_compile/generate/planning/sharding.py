@@ -9,7 +9,7 @@ command on the recipe's block container when the model's layout is known statica
 
 from __future__ import annotations
 
-from model_compile.generate import locate
+from model_compile.generate.planning import locate
 from model_compile.parse.models import StageFacts
 
 WHOLE_MODEL_PATHS = ("kit", "direct", "fallback:post-wrap", "fallback:graph-break")
