@@ -11,7 +11,7 @@ import git
 import pytest
 from gen_helpers import REASON, RECIPE_REL, make_repo, run_generate, snapshot
 
-from model_compile.generate.repo_style import read_style
+from model_compile.generate.style.repo_style import read_style
 from model_compile.recipe_tests import default_context, render_recipe_tests
 
 SKILL = f"{RECIPE_REL}/tests/skills/model-compile"

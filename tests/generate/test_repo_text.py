@@ -5,8 +5,8 @@ from __future__ import annotations
 from gen_helpers import ENGINE_REL, RECIPE_REL, run_generate
 
 from model_compile.analyze import analyze_path
-from model_compile.generate.repo_style import read_style
-from model_compile.generate.repo_text import wrap_reason
+from model_compile.generate.style.repo_style import read_style
+from model_compile.generate.style.repo_text import wrap_reason
 from model_compile.parse.launch import find_launch
 
 REASON_200 = (
@@ -120,7 +120,7 @@ def test_readme_without_launcher_points_at_the_stage_yaml(repo):
 
 
 def test_a_long_compile_call_is_split_one_argument_a_line():
-    from model_compile.generate.snippets import fit_calls
+    from model_compile.generate.edits.snippets import fit_calls
 
     block = "if c.enabled:\n    model.model.language_model.compile(backend=c.backend, mode=c.mode)\n"
     assert fit_calls(block, 8, 120) == block

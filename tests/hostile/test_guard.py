@@ -8,7 +8,7 @@ import ast
 import pytest
 from hostile_helpers import ENGINE, RECIPE, assert_one_line_error, cli, cli_subprocess, scaffold_repo, tree_state
 
-from model_compile.generate.guard import MAX_DEPTH, max_depth
+from model_compile.generate.planning.guard import MAX_DEPTH, max_depth
 from model_compile.rules.base import Example
 from model_compile.rules.scaffold import engine_text
 

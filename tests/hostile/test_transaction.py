@@ -10,8 +10,8 @@ import subprocess
 import pytest
 from hostile_helpers import DEMO, assert_one_line_error, cli, commit_all, leftovers, tree_state
 
-from model_compile.generate import transaction
-from model_compile.generate.transaction import Target
+from model_compile.generate.writing import transaction
+from model_compile.generate.writing.transaction import Target
 
 RECIPE = "recipes/vlm_plain"
 ENGINE = f"{RECIPE}/engine/vlm_plain_engine.py"
@@ -37,7 +37,7 @@ def test_every_rename_failure_restores_the_tree(demo, monkeypatch):
     before = tree_state(demo)
     real_replace = os.replace
     n_targets = None
-    for fail_at in range(1, 8):
+    for fail_at in range(1, 10):
         calls = {"n": 0}
 
         def flaky(src, dst, *, _fail_at=fail_at, _calls=calls):
@@ -56,7 +56,7 @@ def test_every_rename_failure_restores_the_tree(demo, monkeypatch):
         assert "cannot write recipes/vlm_plain/" in err
         assert tree_state(demo) == before, f"tree changed when rename {fail_at} failed"
         assert not leftovers(demo)
-    assert n_targets == 5  # engine, schema, stage YAML, two recipe tests
+    assert n_targets == 7  # engine, schema, stage YAML, README, three recipe tests (asserts, compile_checks, parity)
 
 
 def test_target_that_is_a_folder_or_read_only_or_immutable_is_refused_first(demo, monkeypatch):

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from model_compile import templating
-from model_compile.generate.options import BACKENDS, CONFIG_EXPR, MODES
+from model_compile.generate.planning.options import BACKENDS, CONFIG_EXPR, MODES
 
 FILES = Path(__file__).parent / "files"
 REASON = "vision tower has data dependent shapes"
@@ -41,6 +41,16 @@ CASES = {
     },
     "config/compile_field.py.j2": {"class_name": "ToyCompileConfig"},
     "config/stage_compile.yaml.j2": {"indent": "  ", "step": "  ", "backend": "inductor", "mode": "default"},
+    "recipe_base/conftest.py.j2": {
+        "recipe_name": "toy",
+        "world_size": 8,
+        "world_size_why": "parallel.mesh of train.yaml: replicate -1 x shard 8 x tensor 1",
+        "config_name": "train",
+        "smoke_flag": "--run-smoke",
+        "smoke_fixture": "run_smoke",
+        "quote": "double",
+        "line_length": 120,
+    },
     "readme/compile_section.md.j2": {
         "hashes": "##",
         "kind": "submodule",

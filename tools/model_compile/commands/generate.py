@@ -9,6 +9,10 @@ On a recipe that already compiles through the requested path (and target)
 it is a no-op ("already wired"); another path is refused unless --switch.
 The recipe's own test files are never replaced (our hooks are merged into its
 asserts.py) unless --force.
+With --enable STAGE ... / --disable STAGE ... it edits only those stage YAMLs
+of a recipe that already compiles: `model.compile.enabled` (and --backend /
+--mode when given), with the intent note `# model-compile: enabled - <reason>`
+on each enabled line; the output names the smoke command of each stage.
 Exit codes: 0 done / nothing to change / dry run, 1 written but soft
 validation has error findings, 2 unusable input (nothing written).
 """
@@ -19,10 +23,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from model_compile.errors import InputError
-from model_compile.generate.options import Options
+from model_compile.generate.planning.options import Options
 from model_compile.vocabulary import BACKENDS, GENERATE_PATHS, MODES
+
+if TYPE_CHECKING:
+    from model_compile.generate.planning.plan import Plan
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
@@ -32,8 +40,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--path", choices=GENERATE_PATHS, default="kit", help="kit (default) or a documented fallback")
     p.add_argument("--target", help="submodule / disabled region / block list (default: inferred statically)")
     p.add_argument("--reason", help="why the fallback is needed (required for fallbacks)")
-    p.add_argument("--backend", choices=BACKENDS, default="inductor", help="config default backend")
-    p.add_argument("--mode", choices=MODES, default="default", help="config default mode")
+    p.add_argument("--backend", choices=BACKENDS, help="config default backend (inductor); with --enable: set it")
+    p.add_argument("--mode", choices=MODES, help="config default mode (default); with --enable: set it")
+    p.add_argument(
+        "--enable", nargs="+", metavar="STAGE", default=[],
+        help="turn compile on in these stage YAMLs (configs/<STAGE>.yaml) of a recipe that already compiles; "
+        "needs --reason (the intent note MC203 asks for)",
+    )
+    p.add_argument("--disable", nargs="+", metavar="STAGE", default=[], help="turn compile off in these stage YAMLs")
     p.add_argument("--write", action="store_true", help="apply the edit (default: print the diff)")
     p.add_argument(
         "--force", action="store_true",
@@ -49,15 +63,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_compile.generate import apply
-    from model_compile.generate.plan import build_plan
-    from model_compile.generate.validate import soft_validate
+    from model_compile.generate.planning.plan import build_plan
+    from model_compile.generate.planning.stage_switch import StageOptions, StagePlan, build_stage_plan
+    from model_compile.generate.planning.validate import soft_validate
+    from model_compile.generate.writing import apply
 
-    opts = Options(
-        recipe=args.recipe, path=args.path, target=args.target, reason=args.reason,
-        backend=args.backend, mode=args.mode, templates=args.templates, switch=args.switch, force=args.force,
-    )
-    plan = build_plan(opts)
+    plan: StagePlan | Plan
+    if args.enable or args.disable:
+        if args.path != "kit" or args.target or args.switch:
+            raise InputError("--enable/--disable edit stage YAMLs only: drop --path, --target and --switch")
+        plan = build_stage_plan(
+            StageOptions(args.recipe, args.enable, args.disable, backend=args.backend, mode=args.mode, reason=args.reason)
+        )
+    else:
+        opts = Options(
+            recipe=args.recipe, path=args.path, target=args.target, reason=args.reason,
+            backend=args.backend or "inductor", mode=args.mode or "default", templates=args.templates,
+            switch=args.switch, force=args.force,
+        )
+        plan = build_plan(opts)
     changed = plan.changed
     diffs = {c.rel: apply.unified(c) for c in changed}
     written: list[str] = []
@@ -77,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         validation = soft_validate(plan.recipe, {c.path: c.new for c in changed}) if changed else None
         code = 0
 
+    # the planned review decides whether the repository's wrapper shards block by block (MC407)
+    per_block = validation is not None and any(f["rule"] == "MC407" for f in validation.get("findings", []))
+    sharding = plan.sharding if per_block else []
     if args.format == "json":
         out = {
             "recipe": str(plan.recipe),
@@ -96,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
             "notes": plan.notes,
             "validation": validation,
         }
+        out["sharding"] = sharding
+        if isinstance(plan, StagePlan):
+            out.update({"stages": plan.stages, "smoke_commands": plan.commands})
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return code
@@ -115,4 +145,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"model-compile: soft validation: {validation['summary']}\n")
         for f in validation.get("findings", []):
             sys.stderr.write(f"  {f['severity']} {f['rule']} {f['file']}:{f['line']} {f['message']}\n")
+    for note in sharding:
+        sys.stderr.write(f"model-compile: {note}\n")
+    if isinstance(plan, StagePlan):
+        if plan.commands:
+            when = "after --write, " if not args.write else ""
+            sys.stderr.write(f"model-compile: {when}smoke test of each enabled stage:\n")
+            for command in plan.commands:
+                sys.stderr.write(f"  {command}\n")
+        elif plan.stages and any(v == "enabled" for v in plan.stages.values()):
+            sys.stderr.write(f"model-compile: {plan.recipe.name} has no tests/test_smoke.py: no smoke command to run\n")
     return code

@@ -46,6 +46,9 @@ class ScopePart(BaseModel):
         description="runtime pattern relative to the model: '' = the model, '<container>.*' = each block"
     )
     minus: list[str] = Field(default_factory=list, description="regions inside it kept eager (compiler.disable)")
+    when_present: list[str] = Field(
+        default_factory=list, description="regions of `minus` the kit disables only when the model has them (a guard)"
+    )
     via: str = Field(default="", description="how: kit, inplace, wrapper, function")
     line: int | None = None
 
@@ -62,7 +65,7 @@ class ScopePart(BaseModel):
         else:
             text = f"`{self.module}`"
         if self.minus:
-            text += " minus " + ", ".join(f"`{m}`" for m in self.minus)
+            text += " minus " + ", ".join(f"`{m}`" + (" (when present)" if m in self.when_present else "") for m in self.minus)
         return text
 
 
@@ -124,7 +127,10 @@ def _part(event: Event, model_var: str, kit: KitFacts | None, breaks: list[str])
     looped = each or any(b.arm == "loop" for b in event.branches)
     if event.compile_style == "kit":
         minus = [_rebase(d, kit.model_param, path or model_var) for d in kit.disables] if kit else []
-        return ScopePart(kind="whole-model", module=path or model_var, pattern="", minus=minus + breaks, via="kit", line=event.line)
+        guarded = [_rebase(d, kit.model_param, path or model_var) for d in kit.disables if d in kit.found_by] if kit else []
+        return ScopePart(
+            kind="whole-model", module=path or model_var, pattern="", minus=minus + breaks, when_present=guarded, via="kit", line=event.line
+        )
     if not path:
         return None
     if looped:
@@ -159,7 +165,8 @@ def eager_regions(
     out: list[str] = []
     for p in parts:
         for m in p.minus:
-            out.append(f"`{m}` (torch.compiler.disable{' in the kit' if p.via == 'kit' else ''})")
+            where = " in the kit" if p.via == "kit" else ""
+            out.append(f"`{m}` (torch.compiler.disable{where}{', when the model has it' if m in p.when_present else ''})")
     if any(p.kind == "whole-model" for p in parts):
         return out
     hints = list(dict.fromkeys(_around(p.module) for p in parts if p.kind == "blocks"))

@@ -93,11 +93,26 @@ def _literal(node: ast.AST | None) -> Any:
 
 def _read_conftest(path: Path, out: Conventions, root: Path) -> None:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
         out.dynamic.append(f"{path}: does not parse")
         return
-    rel = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    _read_source(text, str(path.relative_to(root)) if path.is_relative_to(root) else str(path), out)
+
+
+def read_text(text: str, rel: str) -> Conventions:
+    """The options one conftest.py source registers (a planned file that is not on disk yet)."""
+    out = Conventions()
+    _read_source(text, rel, out)
+    return out
+
+
+def _read_source(text: str, rel: str, out: Conventions) -> None:
+    try:
+        tree = ast.parse(text, filename=rel)
+    except (SyntaxError, ValueError):
+        out.dynamic.append(f"{rel}: does not parse")
+        return
     for func in ast.walk(tree):
         if not (isinstance(func, ast.FunctionDef) and func.name == "pytest_addoption"):
             continue

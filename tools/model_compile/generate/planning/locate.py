@@ -132,12 +132,57 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-# Hugging Face classes whose module tree is known (checked before the generic VLM hint).
+# Hugging Face classes whose module tree is known (checked before the generic VLM hint): the class, the
+# targets each path takes, and the model's modules to the second level (relative to the model, complete).
 KNOWN_LAYOUTS = [
-    (r"ViTForImageClassification", {"submodule": "vit", "regional": "vit.encoder.layer"}),
-    (r"(?:Llama|Qwen2|Qwen3|Mistral)ForCausalLM", {"submodule": "model", "regional": "model.layers"}),
+    (
+        r"ViTForImageClassification",
+        {"submodule": "vit", "regional": "vit.encoder.layer"},
+        ("vit", "vit.embeddings", "vit.encoder", "vit.encoder.layer", "vit.layernorm", "classifier"),
+    ),
+    (
+        r"(?:Llama|Qwen2|Qwen3|Mistral)ForCausalLM",
+        {"submodule": "model", "regional": "model.layers"},
+        ("model", "model.embed_tokens", "model.layers", "model.norm", "model.rotary_emb", "lm_head"),
+    ),
 ]
 VLM_HINT = re.compile(r"Qwen\d?(?:_\d)?_?VL|VisionTransformer|\.visual\b|vision_tower|ForConditionalGeneration")
+# A Qwen-style VLM (transformers >= 4.52 layout): what the hint implies, not a complete tree.
+VLM_LAYOUT = {
+    "submodule": "model.language_model",
+    "graph-break": "model.visual",
+    "regional": "model.language_model.layers",
+}
+VLM_MODULES = ("model", "model.visual", "model.visual.blocks", "model.language_model", "model.language_model.layers")
+
+
+@dataclass
+class ModelLayout:
+    """What the recipe's model code says about the model's module tree, statically."""
+
+    name: str  # the class, or "Qwen-style VLM"
+    why: str
+    targets: dict[str, str]  # generate path -> target relative to the model
+    modules: tuple[str, ...]  # module paths relative to the model
+    exact: bool  # a known class (its tree is complete to the second level) or only a family hint
+
+    def has(self, rel: str) -> bool | None:
+        """Whether the model has the module `rel` (relative to the model); None: cannot tell."""
+        if rel in self.modules or any(m.startswith(rel + ".") for m in self.modules):
+            return True
+        return False if self.exact else None
+
+
+def model_layout(files: RecipeFiles) -> ModelLayout | None:
+    """The layout of the model the recipe builds, from the class names its model code uses."""
+    text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
+    for pattern, targets, modules in KNOWN_LAYOUTS:
+        m = re.search(pattern, text)
+        if m:
+            return ModelLayout(m.group(0), f"known layout of {m.group(0)} in the recipe's model code", targets, modules, True)
+    if VLM_HINT.search(text):
+        return ModelLayout("Qwen-style VLM", "Qwen-style VLM layout found in the recipe's model code", VLM_LAYOUT, VLM_MODULES, False)
+    return None
 
 
 @dataclass
@@ -154,19 +199,10 @@ def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str
     if path == "post-wrap":
         name = wrapped_var or model_var
         return TargetChoice(target=name, inferred=True, why="the module returned by the distributed wrapper")
+    layout = model_layout(files)
+    if layout is not None and path in layout.targets:
+        return TargetChoice(target=f"{model_var}.{layout.targets[path]}", inferred=True, why=layout.why)
     text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
-    for pattern, layout in KNOWN_LAYOUTS:
-        if re.search(pattern, text) and path in layout:
-            return TargetChoice(
-                target=f"{model_var}.{layout[path]}", inferred=True, why=f"known layout of {pattern} in the recipe's model code"
-            )
-    if VLM_HINT.search(text):
-        choice = {
-            "submodule": f"{model_var}.model.language_model",
-            "graph-break": f"{model_var}.model.visual",
-            "regional": f"{model_var}.model.language_model.layers",
-        }[path]
-        return TargetChoice(target=choice, inferred=True, why="Qwen-style VLM layout found in the recipe's model code")
     blocks = _module_lists(text)
     if path == "regional" and blocks:
         return TargetChoice(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from model_compile import templating
-from model_compile.generate.options import BACKENDS, CONFIG_EXPR, MODES
+from model_compile.generate.planning.options import BACKENDS, CONFIG_EXPR, MODES
 
 
 class Renderer:

@@ -10,8 +10,8 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
 from model_compile.errors import InputError
-from model_compile.generate.cst_util import dotted
-from model_compile.generate.imports import add_from_import
+from model_compile.generate.edits.cst_util import dotted
+from model_compile.generate.edits.imports import add_from_import
 
 
 @dataclass

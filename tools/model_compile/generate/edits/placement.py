@@ -17,7 +17,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from model_compile.errors import InputError
-from model_compile.generate.cst_util import Positions, assigned_name, index_at
+from model_compile.generate.edits.cst_util import Positions, assigned_name, index_at
 from model_compile.ledger.models import Event, Ledger
 
 # Steps the compile block must follow (the ledger's event kinds).

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from model_compile.generate import transaction
-from model_compile.generate.plan import FileChange, Plan
-from model_compile.generate.transaction import Target
+from model_compile.generate.planning.plan import FileChange, Plan
+from model_compile.generate.writing import transaction
+from model_compile.generate.writing.transaction import Target
 
 
 def unified(change: FileChange) -> str:

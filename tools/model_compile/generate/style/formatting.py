@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_compile.generate.repo_style import RepoStyle, isort_args
+from model_compile.generate.style.repo_style import RepoStyle, isort_args
 
 TIMEOUT_S = 30
 

@@ -15,8 +15,8 @@ from typing import Any, TypeAlias
 import libcst as cst
 
 from model_compile.errors import InputError
-from model_compile.generate.cst_util import Positions, first_line, span
-from model_compile.generate.placement import Where
+from model_compile.generate.edits.cst_util import Positions, first_line, span
+from model_compile.generate.edits.placement import Where
 
 # The compound statements whose blocks are searched.
 _Compound: TypeAlias = cst.If | cst.For | cst.While | cst.With

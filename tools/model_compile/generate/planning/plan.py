@@ -12,23 +12,27 @@ from model_compile import templating
 from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport
-from model_compile.generate import conventions, engine_edit, guard, locate
-from model_compile.generate.formatting import Formatter, format_changes
-from model_compile.generate.import_order import insert_import
-from model_compile.generate.options import Options
-from model_compile.generate.readme_edit import edit_readme
-from model_compile.generate.repo_style import RepoStyle, read_style
-from model_compile.generate.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
-from model_compile.generate.schema_edit import edit_schema, model_classes
-from model_compile.generate.snippets import Renderer
-from model_compile.generate.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
-from model_compile.generate.wired import check_wiring, requested_path
-from model_compile.generate.yaml_edit import edit_stage
-from model_compile.ledger.compiled_scope import planned_scope
+from model_compile.generate.edits import engine_edit
+from model_compile.generate.edits.import_order import insert_import
+from model_compile.generate.edits.readme_edit import edit_readme
+from model_compile.generate.edits.schema_edit import edit_schema, model_classes
+from model_compile.generate.edits.snippets import Renderer
+from model_compile.generate.edits.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
+from model_compile.generate.edits.yaml_edit import edit_stage
+from model_compile.generate.planning import guard, locate
+from model_compile.generate.planning.options import Options
+from model_compile.generate.planning.sharding import sharding_notes
+from model_compile.generate.planning.wired import check_wiring, requested_path
+from model_compile.generate.style import conventions
+from model_compile.generate.style.formatting import Formatter, format_changes
+from model_compile.generate.style.repo_style import RepoStyle, read_style
+from model_compile.generate.style.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
+from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions, planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
+from model_compile.parse import test_options
+from model_compile.parse.stages import stage_facts
 from model_compile.recipe_tests import default_context, planned_recipe_tests
-from model_compile.vocabulary import FALLBACK_KINDS
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     snippets: dict[str, str] = field(default_factory=dict)
     already_wired: bool = False
+    # what per-block FSDP2 means for the whole-model compile planned; said when the planned review has MC407
+    sharding: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> list[FileChange]:
@@ -124,12 +130,14 @@ def build_plan(opts: Options) -> Plan:
 
     repo_text = read_repo_text(files)
     stems = [p.stem for p in files.stages]
-    commands = run_commands(files, repo_text, "train" if "train" in stems or not stems else stems[0])
+    stage_name = "train" if "train" in stems or not stems else stems[0]
 
     # 1. engine(s)
+    kit_import: tuple[str, str] | None = None
     for path, text, own, fx in engines:
         kit_attr = fx.kit_attr
-        kit_import = kit_init = kit_attr_stmt = None
+        kit_init = kit_attr_stmt = None
+        kit_import = None
         if opts.path == "kit" and kit_attr is None:
             found = locate.find_kit_import(files.root)
             if found is None:
@@ -190,6 +198,20 @@ def build_plan(opts: Options) -> Plan:
     plan.notes.extend(res.notes)
     plan.changes.append(FileChange(files.schema, files.rel(files.schema), schema_text, res.code))
 
+    # the recipe's missing base tests (and the conftest.py its new smoke test takes options from)
+    root_class = _root_config_class(schema_text, first.config_class)
+    stage_path = next((p for p in files.stages if p.stem == stage_name), None)
+    base_files = recipe_test_files(files.recipe, files.root, root_class, files.rel, stage=stage_path, override=override)
+    if base_files.conftest is not None:  # the commands take the options the planned conftest.py registers
+        planned = test_options.read_text(base_files.conftest, files.rel(files.recipe / "tests" / "conftest.py"))
+        for name, option in repo_text.test_options.options.items():  # the conftest.py files above it still load
+            planned.options.setdefault(name, option)
+        planned.dynamic += repo_text.test_options.dynamic
+        repo_text.test_options = planned
+    if "test_smoke.py" in {p.name for p in base_files.files}:
+        repo_text.has_smoke_test = True
+    commands = run_commands(files, repo_text, stage_name)
+
     # 3. stage YAMLs
     for stage in files.stages:
         text = _read(stage)
@@ -197,26 +219,27 @@ def build_plan(opts: Options) -> Plan:
         plan.notes.append(y.note)
         plan.changes.append(FileChange(stage, files.rel(stage), text, y.text))
 
-    # 4. README (fallbacks document kind, target and reason there too)
-    if opts.path in FALLBACK_KINDS:
-        old = _read(files.readme) if files.readme.is_file() else None
-        readme_target = choice.target if opts.path != "post-wrap" else target
-        patches = [
-            e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
-        ]
+    # 4. README: every path gets its Compile section (fallbacks document kind, target and reason there too)
+    old = _read(files.readme) if files.readme.is_file() else None
+    readme_target = choice.target if opts.path != "post-wrap" else target
+    patches = [
+        e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
+    ]
+    if opts.path == "kit":
+        scope = kit_scope(model_var, _kit_of(kits, kit_import), locate.model_layout(files), list(dict.fromkeys(patches)))
+    else:
         scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
-        new, note = edit_readme(
-            old or "",
-            lambda h: r.readme_section(
-                h, opts.path, readme_target, opts.reason or "", scope=scope.summary, eager=scope.eager, commands=commands
-            ),
-        )
-        if new != old:
-            plan.notes.append(note)
-        plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
+    new, note = edit_readme(
+        old or "",
+        lambda h: r.readme_section(
+            h, opts.path, readme_target, opts.reason or "", scope=scope.summary, eager=scope.eager, commands=commands
+        ),
+    )
+    if new != old:
+        plan.notes.append(note)
+    plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    root_class = _root_config_class(schema_text, first.config_class)
     context = recipe_tests_context(files, opts, plan, first, style, root_class)
     rendered = planned_recipe_tests(context, override)
     missing_hooks = _missing_parity_hooks(files, first_path, first.class_name)
@@ -229,7 +252,7 @@ def build_plan(opts: Options) -> Plan:
     compile_path = requested_path(opts.path)
     for tests in (
         plan_skill_tests(files.recipe, rendered, compile_path=compile_path, force=opts.force, root=files.root, rel_of=files.rel),
-        recipe_test_files(files.recipe, files.root, root_class, files.rel),
+        base_files,
     ):
         plan.notes.extend(tests.notes)
         plan.changes.extend(FileChange(dest, files.rel(dest), old, new) for dest, (old, new) in tests.files.items())
@@ -242,6 +265,9 @@ def build_plan(opts: Options) -> Plan:
     for c in plan.changes:
         c.new = formatted.get(c.path, c.new)
 
+    if opts.path == "kit":
+        facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
+        plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var)
     if commands["launch"]:
         plan.notes.append(f"run with compile on: {commands['launch']}")
     if commands["tests"]:
@@ -251,6 +277,32 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
+
+
+def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:
+    """The kit class the engine calls: the one generate adds, else the repository's model kit."""
+    name = added[1] if added else locate.KIT_CLASS
+    return next((k for k in kits if k.class_name == name), kits[0] if kits else None)
+
+
+def kit_scope(model_var: str, kit: KitFacts | None, layout: locate.ModelLayout | None, patches: list[str]) -> CompiledScope:
+    """What the kit will compile for this model: the whole model minus the regions the kit disables, each
+    only when the model has it - dropped where the model's layout shows it has none, hedged where the
+    tool cannot tell (the kit tests for it at run time)."""
+    minus: list[str] = []
+    hedged: list[str] = []
+    for region in kit.disables if kit else []:
+        path = model_var + region[len(kit.model_param) :] if kit and region.startswith(kit.model_param) else region
+        rel = path[len(model_var) + 1 :] if path.startswith(model_var + ".") else path
+        present = layout.has(rel) if layout is not None else None
+        guarded = kit is not None and region in kit.found_by
+        if present is False and guarded:
+            continue  # the kit checks for it, and this model has none: nothing is disabled
+        minus.append(path)
+        if present is None and guarded:
+            hedged.append(path)
+    part = ScopePart(kind="whole-model", module=model_var, pattern="", minus=minus, when_present=hedged, via="kit")
+    return CompiledScope(model=model_var, parts=[part], eager=eager_regions([part], model_var, patches), patterns=[""], patches=patches)
 
 
 PARITY_HOOKS = ("get_batch", "compute_loss")  # what templates/recipe_tests/test_compile_parity.py.j2 calls

@@ -21,8 +21,9 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile.errors import InputError
-from model_compile.generate.cst_util import assigned_name
-from model_compile.generate.import_order import insert_import
+from model_compile.generate.edits import base_tests
+from model_compile.generate.edits.cst_util import assigned_name
+from model_compile.generate.edits.import_order import insert_import
 from model_compile.recipe_tests import MARKER
 
 RelOf = Callable[[Path], str]  # a path as the output shows it (relative to the repository)
@@ -36,11 +37,17 @@ class TestFiles:
 
     files: dict[Path, tuple[str | None, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    conftest: str | None = None  # the tests/conftest.py this plan creates, if it creates one
 
 
 def ours(text: str) -> bool:
     """Was this file rendered by model-compile (from templates/recipe_tests)?"""
     return MARKER in text
+
+
+def needs_tool(text: str) -> bool:
+    """Did an earlier version render this file to import model-compile at run time (now self-contained)?"""
+    return "model_compile.runtime" in text
 
 
 def _constant(text: str, name: str) -> str | None:
@@ -153,7 +160,7 @@ def plan_skill_tests(
             continue
         if ours(old):
             before = _constant(old, "COMPILE_PATH")
-            if before == compile_path:
+            if before == compile_path and not needs_tool(old):
                 out.notes.append(f"{shown}: kept (generated earlier for compile path {compile_path})")
                 continue
             out.files[dest] = (old, text)
@@ -182,25 +189,54 @@ def missing_recipe_tests(recipe: Path, root: Path, rel_of: RelOf) -> list[str]:
     ]
 
 
-def recipe_test_files(recipe: Path, root: Path, config_class: str | None, rel_of: RelOf) -> TestFiles:
-    """Missing tests/test_structure.py / test_smoke.py, created from the repo's own templates when it has them."""
+def recipe_test_files(
+    recipe: Path,
+    root: Path,
+    config_class: str | None,
+    rel_of: RelOf,
+    *,
+    stage: Path | None = None,
+    override: Path | None = None,
+) -> TestFiles:
+    """Missing tests/test_structure.py / test_smoke.py, created from the repo's own templates when it has them,
+    and the tests/conftest.py whose options the created smoke test takes (generate/edits/base_tests.py)."""
     out = TestFiles()
     missing = [name for name in RECIPE_TESTS if not (recipe / "tests" / name).is_file()]
     if not missing:
         return out
     templates = root / "tests" / "templates"
+    conftest = recipe / "tests" / "conftest.py"
+    config_name = stage.stem if stage is not None else "train"
+    world = base_tests.mesh_world_size(stage, rel_of(stage)) if stage is not None else base_tests.WorldSize(1, "no stage config")
+    smoke_template = templates / "test_smoke.py.template"
+    create_conftest = "test_smoke.py" in missing and smoke_template.is_file() and not conftest.is_file()
+    flag = base_tests.sibling_options(recipe, root).gate(world.size) if create_conftest else None
+    if create_conftest:
+        out.files[conftest] = (None, base_tests.render_conftest(recipe.name, world, config_name, flag, override))
+        out.conftest = out.files[conftest][1]
+        what = f"--world-size (default {world.size}: {world.why}), --config-name (default {config_name}), --config-override"
+        out.notes.append(
+            f"{rel_of(conftest)} was missing: created with the sibling recipes' options: {what}"
+            + (f", {flag} (the smoke test is opt-in)" if flag else "")
+        )
     for name in missing:
         template = templates / f"{name}.template"
         dest = recipe / "tests" / name
         if not template.is_file():
             out.notes.append(f"{rel_of(dest)} missing (the repository has no tests/templates/{name}.template to start from)")
             continue
-        text = template.read_text(encoding="utf-8")
-        text = text.replace("<recipe_name>", recipe.name).replace("<recipe>", recipe.name)
-        if config_class:
-            text = text.replace("<RecipeConfigClass>", config_class)
-        left = sorted(set(re.findall(r"<[A-Za-z_]+>", text)))
-        out.files[dest] = (None, text)
-        extra = f"; fill in {', '.join(left)}" if left else ""
-        out.notes.append(f"{rel_of(dest)} was missing: created from {rel_of(template)}{extra}")
+        filled = base_tests.fill_template(
+            template.read_text(encoding="utf-8"),
+            recipe.name,
+            config_class=config_class,
+            config_name=config_name,
+            world_size=world.size,
+            wire=create_conftest,
+            smoke_flag=flag,
+            root=root,
+        )
+        out.files[dest] = (None, filled.text)
+        extra = f"; fill in {', '.join(filled.left)}" if filled.left else ""
+        wired = "; test_smoke takes the conftest's --world-size, --config-name, --config-override" if filled.wired else ""
+        out.notes.append(f"{rel_of(dest)} was missing: created from {rel_of(template)}{wired}{extra}")
     return out

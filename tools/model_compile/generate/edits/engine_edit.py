@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from model_compile.errors import InputError
-from model_compile.generate.cst_util import (
+from model_compile.generate.edits.cst_util import (
     Positions,
     assigned_name,
     blank,
@@ -30,9 +30,9 @@ from model_compile.generate.cst_util import (
     positions,
     return_of,
 )
-from model_compile.generate.imports import add_from_import, add_import
-from model_compile.generate.placement import Where, helper_name, steps_inside_wrap_helper
-from model_compile.generate.strip import Strip, strip_block
+from model_compile.generate.edits.imports import add_from_import, add_import
+from model_compile.generate.edits.placement import Where, helper_name, steps_inside_wrap_helper
+from model_compile.generate.edits.strip import Strip, strip_block
 from model_compile.ledger.models import Ledger
 
 KIT_SUFFIX = "ModelKit"

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from model_compile.generate.cst_util import dotted
+from model_compile.generate.edits.cst_util import dotted
 
 
 def _import_module(stmt: cst.CSTNode) -> str | None:

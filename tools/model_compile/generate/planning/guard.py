@@ -22,7 +22,7 @@ import yaml
 
 from model_compile.discover.tree import read_regular
 from model_compile.errors import InputError
-from model_compile.generate.locate import repo_root
+from model_compile.generate.planning.locate import repo_root
 from model_compile.settings import load_settings
 
 # Deepest AST nesting an edit accepts. LibCST parses, annotates and reprints a

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_compile.generate.locate import _read
+from model_compile.generate.planning.locate import _read
 
 MAX_HOPS = 4  # re-exports followed from the engine file to the base class
 

@@ -1,6 +1,6 @@
 """Generated text that fits the target repository.
 
-Reads (statically) the repo's line length (generate/repo_style.py), its launch command and its recipe
+Reads (statically) the repo's line length (generate/style/repo_style.py), its launch command and its recipe
 tests' pytest options (parse/launch.py, parse/test_options.py), and turns them into what the
 templates print: a `--reason` wrapped over comment lines within the line
 length, the command that launches a run with compile on in the launcher's own
@@ -15,8 +15,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_compile.generate.locate import RecipeFiles
-from model_compile.generate.repo_style import read_style
+from model_compile.generate.planning.locate import RecipeFiles
+from model_compile.generate.style.repo_style import read_style
 from model_compile.parse import test_options
 from model_compile.parse.launch import Launch, find_launch, launcher_takes_dotlist
 

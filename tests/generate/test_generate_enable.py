@@ -1,0 +1,173 @@
+"""`generate RECIPE --enable STAGE ... / --disable STAGE ...`: compile on or off in stage YAMLs only."""
+
+from __future__ import annotations
+
+import git
+import pytest
+from gen_helpers import RECIPE_REL, run_generate, snapshot
+
+from model_compile.errors import InputError
+from model_compile.generate.planning.stage_switch import set_compile
+from model_compile.parse.documentation import comment_docs, yaml_comments
+
+REASON = "try compile on the second stage; not measured yet"
+STAGE2 = f"{RECIPE_REL}/configs/stage2.yaml"
+
+
+PER_BLOCK = """def fully_shard(module, mesh=None):
+    return module
+
+
+def parallelize_model(model, parallel_mesh=None, backend_kwargs=None):
+    for block in model.model.language_model.layers:
+        fully_shard(block)
+    return fully_shard(model)
+"""
+
+
+def _shard_per_block(root):
+    (root / "toykit" / "distributed" / "parallelize.py").write_text(PER_BLOCK)
+
+
+def _commit(root):
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    repo.index.commit("step")
+
+
+@pytest.fixture
+def wired(repo):
+    code, _, err = run_generate(str(repo / RECIPE_REL), "--write")
+    assert code == 0, err
+    _commit(repo)
+    return repo
+
+
+def test_dry_run_shows_the_diff_and_writes_nothing(wired):
+    before = snapshot(wired)
+    code, out, err = run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--mode", "max-autotune", "--reason", REASON)
+    assert code == 0, err
+    assert snapshot(wired) == before
+    assert f"+++ b/{STAGE2}" in out and "configs/train.yaml" not in out  # exactly the stage asked for
+    assert f"+        enabled: true  # model-compile: enabled - {REASON}" in out  # the file's own 4-space indent
+    assert "after this edit, compile path kit: 0 error(s)" in err and "MC203" not in err
+
+
+def test_write_applies_it_and_a_rerun_is_a_no_op(wired):
+    args = (str(wired / RECIPE_REL), "--enable", "stage2", "--backend", "aot_eager", "--reason", REASON)
+    code, _, err = run_generate(*args, "--write")
+    assert code == 0, err
+    text = (wired / STAGE2).read_text()
+    assert "backend: aot_eager" in text and "optim: {lr: 2.0e-5}  # flow style stays as is" in text
+    docs = comment_docs(yaml_comments(text), STAGE2)
+    assert [(d.kind, d.reason) for d in docs] == [("enabled", REASON)]
+    _commit(wired)
+    before = snapshot(wired)
+    code, out, err = run_generate(*args, "--write")
+    assert code == 0 and out == "" and snapshot(wired) == before
+    assert "(already so)" in err
+
+
+def test_disable_turns_it_off_and_drops_the_note(wired):
+    assert run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--reason", REASON, "--write")[0] == 0
+    _commit(wired)
+    code, _, err = run_generate(str(wired / RECIPE_REL), "--disable", "stage2", "--write")
+    assert code == 0, err
+    text = (wired / STAGE2).read_text()
+    assert "enabled: false" in text and "model-compile: enabled" not in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--enable", "stage9", "--reason", REASON], "no stage stage9 in recipes/toy_vlm/configs (stages: stage2, train)"),
+        (["--enable", "stage2"], "pass --reason TEXT"),
+        (["--enable", "stage2", "--mode", "fastest", "--reason", REASON], "argument --mode: invalid choice"),
+        (["--enable", "stage2", "--backend", "tvm", "--reason", REASON], "argument --backend: invalid choice"),
+        (["--enable", "stage2", "--disable", "stage2", "--reason", REASON], "given to both --enable and --disable"),
+    ],
+)
+def test_refusals_are_one_line_and_write_nothing(wired, argv, message):
+    before = snapshot(wired)
+    code, out, err = run_generate(str(wired / RECIPE_REL), *argv, "--write")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err, err
+    assert snapshot(wired) == before
+
+
+def test_a_recipe_that_does_not_compile_yet_names_the_generate_to_run_first(repo):
+    before = snapshot(repo)
+    code, _, err = run_generate(str(repo / RECIPE_REL), "--enable", "stage2", "--reason", REASON, "--write")
+    assert code == 2 and err.count("\n") == 1
+    assert "does not compile yet; run `model-compile generate recipes/toy_vlm --path kit --write` first" in err
+    assert snapshot(repo) == before
+
+
+def test_a_block_sharded_stage_gets_the_regional_alternative_and_the_smoke_commands(wired):
+    stage = wired / STAGE2
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 4\n    tensor: 2\n")
+    _shard_per_block(wired)
+    (wired / RECIPE_REL / "tests" / "test_smoke.py").parent.mkdir(exist_ok=True)
+    (wired / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
+    (wired / RECIPE_REL / "tests" / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        '    parser.addoption("--config-name", default="train")\n'
+        '    parser.addoption("--world-size", type=int, default=1)\n'
+    )
+    _commit(wired)
+    code, _, err = run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--reason", REASON)
+    assert code == 0, err
+    assert "stage2 (parallel.mesh.shard: 4) shards the model block by block with FSDP2" in err
+    assert (
+        "regional instead: model-compile generate recipes/toy_vlm --path regional --switch "
+        '--target model.model.language_model.layers --reason "..."' in err
+    )
+    assert "python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 --world-size 8" in err
+
+
+STAGE = """model:
+  compile:
+    enabled: false   # off by default
+    backend: 'inductor'
+"""
+
+
+def test_set_compile_keeps_quotes_and_comments_and_adds_a_missing_key():
+    out = set_compile(STAGE, {"enabled": True, "mode": "max-autotune"}, REASON, filename="s.yaml")
+    assert out.splitlines() == [
+        "model:",
+        "  compile:",
+        f"    # model-compile: enabled - {REASON}",
+        "    enabled: true   # off by default",
+        "    backend: 'inductor'",
+        "    mode: max-autotune",
+    ]
+    assert set_compile(out, {"enabled": True, "mode": "max-autotune"}, REASON, filename="s.yaml") == out
+    back = set_compile(out, {"enabled": False}, None, filename="s.yaml")
+    assert "model-compile: enabled" not in back and "enabled: false   # off by default" in back
+
+
+def test_set_compile_refuses_a_stage_without_a_compile_block():
+    with pytest.raises(InputError, match="no block `model.compile` mapping"):
+        set_compile("model:\n  path: x\n", {"enabled": True}, REASON, filename="s.yaml")
+
+
+def test_kit_on_a_block_sharded_recipe_says_what_that_means(repo):
+    stage = repo / f"{RECIPE_REL}/configs/train.yaml"
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 8\n")
+    _shard_per_block(repo)
+    _commit(repo)
+    code, _, err = run_generate(str(repo / RECIPE_REL))
+    assert code == 0, err
+    assert "info MC407" in err
+    assert "train (parallel.mesh.shard: 8) shards the model block by block with FSDP2: the kit path" in err
+    assert "--path regional --switch --target model.model.language_model.layers" in err
+
+
+def test_no_sharding_note_where_the_wrapper_does_not_shard_per_block(repo):
+    stage = repo / f"{RECIPE_REL}/configs/train.yaml"
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 8\n")  # the fixture's wrapper shards nothing
+    _commit(repo)
+    code, _, err = run_generate(str(repo / RECIPE_REL))
+    assert code == 0, err
+    assert "block by block" not in err

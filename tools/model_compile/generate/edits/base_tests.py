@@ -1,0 +1,294 @@
+"""The recipe's own base tests, when it has none: `tests/conftest.py`, `test_structure.py`, `test_smoke.py`.
+
+- `conftest.py` is rendered from templates/recipe_base/conftest.py.j2 with the
+  option set its sibling recipes register (read statically, parse/test_options.py):
+  `--world-size` defaulting to what the stage's `parallel.mesh` needs,
+  `--config-name`, a repeatable `--config-override`, and the siblings' opt-in
+  smoke switch (`--run-smoke`) where they gate a multi-rank smoke with one.
+- `test_structure.py` / `test_smoke.py` start from the repository's own
+  `tests/templates/<name>.template`, transformed here: the template's
+  instructions to whoever copies it ("Copy this file to ... and update the
+  constants below") are dropped, its placeholders and constants filled, and
+  the smoke test takes the conftest's fixtures instead of its constants.
+
+A file the recipe already has is never replaced.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+
+from model_compile import templating
+from model_compile.generate.edits.import_order import insert_import
+from model_compile.parse import test_options
+from model_compile.parse.stages import stage_facts
+
+MESH_DIMS = ("replicate", "shard", "tensor")
+# The constants of the repository's smoke template the conftest options replace, and the fixture each becomes.
+SMOKE_CONSTANTS = {"WORLD_SIZE": "world_size", "CONFIG_NAME": "config_name", "CONFIG_OVERRIDES": "config_overrides"}
+FIXTURE_TYPES = {"world_size": "int", "config_name": "str", "config_overrides": "tuple[str, ...]"}
+_INSTRUCTION = re.compile(r"Copy this file\b.*?\.(?=\s|$)", re.S)
+
+
+@dataclass
+class WorldSize:
+    """The ranks a stage's mesh needs, and how that was read."""
+
+    size: int
+    why: str
+
+
+def mesh_world_size(stage: Path, rel: str) -> WorldSize:
+    """replicate x shard x tensor of `parallel.mesh` (a -1 fills the rest: it counts as 1 here)."""
+    try:
+        facts = stage_facts(stage.read_text(encoding="utf-8"), rel, stage.stem)
+    except (OSError, UnicodeDecodeError):
+        return WorldSize(1, f"{rel} does not read")
+    dims = [(d, facts.mesh[d]) for d in MESH_DIMS if d in facts.mesh]
+    if not dims:
+        return WorldSize(1, f"{rel} sets no parallel.mesh")
+    size = 1
+    for _, value in dims:
+        size *= value if value > 0 else 1
+    shown = " x ".join(f"{d} {v}" for d, v in dims)
+    return WorldSize(size, f"parallel.mesh of {stage.name}: {shown}")
+
+
+@dataclass
+class SiblingOptions:
+    """What the other recipes' conftest.py files register."""
+
+    conftests: int = 0  # siblings with a tests/conftest.py
+    smoke_flag: str | None = None  # their opt-in smoke switch (most common name)
+    flagged: int = 0  # siblings that register one
+    flagged_multi_rank: int = 0  # of those, siblings whose --world-size defaults above 1
+
+    def gate(self, world_size: int) -> str | None:
+        """The switch to register: where most siblings gate their smoke, or where the ones that
+        need several ranks do and this recipe needs several too."""
+        if self.smoke_flag is None:
+            return None
+        if 2 * self.flagged >= self.conftests or (world_size > 1 and self.flagged_multi_rank):
+            return self.smoke_flag
+        return None
+
+
+def sibling_options(recipe: Path, root: Path) -> SiblingOptions:
+    """Read every sibling recipe's tests/conftest.py (statically)."""
+    out = SiblingOptions()
+    names: Counter[str] = Counter()
+    for sibling in sorted(p for p in recipe.parent.iterdir() if p.is_dir() and p.resolve() != recipe.resolve()):
+        if not (sibling / "tests" / "conftest.py").is_file() or not (sibling / "configs").is_dir():
+            continue
+        conv = test_options.read(sibling, root)
+        out.conftests += 1
+        flags = [f for f in conv.opt_in_flags("smoke") if "smoke" in f or f.startswith("--run")]
+        if flags:
+            out.flagged += 1
+            names[flags[0]] += 1
+            default = conv.default_of(test_options.WORLD_SIZE)
+            if isinstance(default, int) and default > 1:
+                out.flagged_multi_rank += 1
+    if names:
+        out.smoke_flag = names.most_common(1)[0][0]
+    return out
+
+
+def render_conftest(
+    recipe_name: str, world: WorldSize, config_name: str, smoke_flag: str | None, override: Path | None = None
+) -> str:
+    """tests/conftest.py for a recipe that has none."""
+    context = {
+        "recipe_name": recipe_name,
+        "world_size": world.size,
+        "world_size_why": world.why,
+        "config_name": config_name,
+        "smoke_flag": smoke_flag,
+        "smoke_fixture": smoke_fixture(smoke_flag) if smoke_flag else "",
+        "quote": "double",
+        "line_length": 120,
+    }
+    return templating.render("recipe_base/conftest.py.j2", context, override)
+
+
+def smoke_fixture(flag: str) -> str:
+    """`--run-smoke` -> `run_smoke`."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+# -- the repository's templates, transformed ----------------------------------
+def drop_instructions(docstring: str, recipe_name: str) -> str:
+    """The module docstring without its copy instructions, about `recipe_name` instead of "a recipe"."""
+    body = docstring
+    body = re.sub(r"\bfor a recipe\b", f"for the {recipe_name} recipe", body, count=1)
+    if not _INSTRUCTION.search(body):
+        return body
+    lines = body.splitlines()
+    head, rest = lines[0], "\n".join(lines[1:])
+    paragraphs = re.split(r"\n\s*\n", rest.strip("\n"))
+    width = max((len(line) for line in lines), default=79)
+    kept = []
+    for para in paragraphs:
+        if _INSTRUCTION.search(para):
+            text = " ".join(_INSTRUCTION.sub("", para).split())
+            if not text:
+                continue
+            para = textwrap.fill(text, width=width, break_long_words=False, break_on_hyphens=False)
+        kept.append(para)
+    return "\n\n".join([head, *kept]) + ("\n" if body.endswith("\n") else "")
+
+
+class _Fill(cst.CSTTransformer):
+    """Fill placeholders and constants; wire test_smoke to the conftest fixtures when `wire`."""
+
+    def __init__(self, recipe_name: str, values: dict[str, str], wire: bool, smoke_flag: str | None) -> None:
+        self.recipe_name = recipe_name
+        self.values = values  # constant name -> Python source of its value
+        self.wire = wire
+        self.smoke_flag = smoke_flag
+        self.in_smoke = False
+        self.wired = False
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body = list(updated.body)
+        if body and _docstring(body[0]) is not None:
+            old = _docstring(body[0]) or ""
+            new = drop_instructions(old, self.recipe_name)
+            if new != old:
+                body[0] = body[0].with_changes(body=[cst.Expr(cst.SimpleString(f'"""{new}"""'))])
+        if self.wired:  # the constants the fixtures replace are no longer read; their blank lines stay
+            kept: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
+            lead: list[cst.EmptyLine] | None = None
+            for stmt in body:
+                if _assigned(stmt) in SMOKE_CONSTANTS:
+                    lead = list(getattr(stmt, "leading_lines", [])) if lead is None else lead
+                    continue
+                if lead is not None and isinstance(stmt, cst.SimpleStatementLine):
+                    stmt = stmt.with_changes(leading_lines=lead)
+                lead = None
+                kept.append(stmt)
+            body = kept
+        return updated.with_changes(body=body)
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        name = _assigned(updated)
+        if name in self.values and not self.in_smoke:
+            stmt = updated.body[0]
+            value = cst.parse_expression(self.values[name])
+            if isinstance(stmt, (cst.Assign, cst.AnnAssign)):
+                return updated.with_changes(body=[stmt.with_changes(value=value)])
+        return updated
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        text = updated.value
+        for placeholder in ("<recipe_name>", "<recipe>"):
+            text = text.replace(placeholder, self.recipe_name)
+        if "<RecipeConfigClass>" in text and "CONFIG_CLASS" in self.values:
+            text = text.replace("<RecipeConfigClass>", self.values["CONFIG_CLASS"].strip("\"'"))
+        return updated.with_changes(value=text)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == "test_smoke" and self.wire:
+            self.in_smoke = True
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        if self.in_smoke and updated.value in SMOKE_CONSTANTS:
+            return updated.with_changes(value=SMOKE_CONSTANTS[updated.value])
+        return updated
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if original.name.value != "test_smoke" or not self.in_smoke:
+            return updated
+        self.in_smoke = False
+        self.wired = True
+        have = {p.name.value for p in updated.params.params}
+        wanted = ([smoke_fixture(self.smoke_flag)] if self.smoke_flag else []) + list(FIXTURE_TYPES)
+        types = {**FIXTURE_TYPES, **({smoke_fixture(self.smoke_flag): "bool"} if self.smoke_flag else {})}
+        names = [n for n in wanted if n not in have]
+        listed = [f"{n}: {types[n]}" for n in names] + [cst.Module([]).code_for_node(p.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for p in updated.params.params]
+        # one parameter a line with a magic trailing comma: the formatters keep it so at any line length
+        header = cst.ensure_type(cst.parse_statement("def f(\n" + "".join(f"    {p},\n" for p in listed) + "):\n    pass\n"), cst.FunctionDef)
+        params = header.params
+        updated = updated.with_changes(whitespace_before_params=header.whitespace_before_params)
+        body = list(updated.body.body)
+        doc = 1 if body and _docstring(body[0]) is not None else 0
+        if doc:
+            text = (_docstring(body[0]) or "").replace("``WORLD_SIZE``", "``world_size``")
+            body[0] = body[0].with_changes(body=[cst.Expr(cst.SimpleString(f'"""{text}"""'))])
+        if self.smoke_flag:
+            fixture = smoke_fixture(self.smoke_flag)
+            skip = cst.parse_statement(
+                f"if not {fixture}:\n"
+                f'    pytest.skip("the {self.recipe_name} smoke test runs only with {self.smoke_flag}")\n'
+            )
+            body.insert(doc, skip)
+            after = doc + 1
+            if after < len(body) and isinstance(body[after], cst.SimpleStatementLine):
+                body[after] = body[after].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        return updated.with_changes(params=params, body=updated.body.with_changes(body=body))
+
+
+def _docstring(stmt: cst.CSTNode) -> str | None:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
+        value = stmt.body[0].value
+        if isinstance(value, cst.SimpleString) and value.value.startswith(('"""', "'''")):
+            return value.value[3:-3]
+    return None
+
+
+def _assigned(stmt: cst.CSTNode) -> str | None:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    inner = stmt.body[0]
+    if isinstance(inner, cst.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0].target, cst.Name):
+        return inner.targets[0].target.value
+    if isinstance(inner, cst.AnnAssign) and isinstance(inner.target, cst.Name):
+        return inner.target.value
+    return None
+
+
+@dataclass
+class Filled:
+    """A template filled for the recipe, and what could not be filled."""
+
+    text: str
+    wired: bool  # test_smoke takes the conftest fixtures
+    left: list[str]  # placeholders still in the text (`<...>`)
+
+
+def fill_template(
+    text: str,
+    recipe_name: str,
+    *,
+    config_class: str | None,
+    config_name: str,
+    world_size: int,
+    wire: bool,
+    smoke_flag: str | None,
+    root: Path | None = None,
+) -> Filled:
+    """The repository's test template made the recipe's own file (see the module docstring)."""
+    values = {"CONFIG_NAME": f'"{config_name}"', "WORLD_SIZE": str(world_size)}
+    if config_class:
+        values["CONFIG_CLASS_NAME"] = f'"{config_class}"'
+        values["CONFIG_CLASS"] = f'"{config_class}"'
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError:  # not Python we can edit: fill the placeholders only
+        out = text.replace("<recipe_name>", recipe_name).replace("<recipe>", recipe_name)
+        if config_class:
+            out = out.replace("<RecipeConfigClass>", config_class)
+        return Filled(out, False, sorted(set(re.findall(r"<[A-Za-z_]+>", out))))
+    fill = _Fill(recipe_name, values, wire, smoke_flag)
+    code = module.visit(fill).code
+    if fill.wired and smoke_flag and not re.search(r"^import pytest$", code, re.M):
+        code = insert_import(code, "pytest", None, root=root)
+    return Filled(code, fill.wired, sorted(set(re.findall(r"<[A-Za-z_]+>", code))))

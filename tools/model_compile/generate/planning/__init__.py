@@ -1,0 +1,1 @@
+"""Planning the edit: read the recipe and the user's options, decide what changes, review the result."""

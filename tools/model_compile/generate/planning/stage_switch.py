@@ -1,0 +1,248 @@
+"""`generate RECIPE --enable STAGE ... / --disable STAGE ...`: turn compile on or off in stage YAMLs.
+
+The most common update of a recipe that already compiles: set
+`model.compile.enabled` (and, when asked, `backend` / `mode`) in some stage
+files. Each value is replaced in place - every other byte, comment and key
+order stays - and the line of `enabled: true` carries the intent note that
+documents it (`# model-compile: enabled - <reason>`, parse/documentation.py;
+MC203 asks for it); `--disable` removes that note. The result is re-parsed to
+prove only `model.compile` changed. A rerun is a no-op.
+
+Refused (InputError, nothing written): a stage without a YAML, a recipe whose
+stages or schema have no compile section yet (run `generate --path ...` first),
+an enable without a reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from model_compile.errors import InputError
+from model_compile.generate.edits.base_tests import WorldSize, mesh_world_size
+from model_compile.generate.planning import guard, locate
+from model_compile.generate.planning.plan import FileChange, Plan, recipe_report
+from model_compile.generate.planning.sharding import sharding_notes
+from model_compile.generate.style.repo_text import read_repo_text
+from model_compile.parse import test_options
+from model_compile.parse.documentation import parse_comment
+from model_compile.parse.stages import stage_facts
+from model_compile.vocabulary import BACKENDS, MODES
+
+INTENT = "model-compile: enabled"
+
+
+@dataclass
+class StageOptions:
+    """What the user asked for: stages to enable and disable, and the values to set."""
+
+    recipe: Path
+    enable: list[str] = field(default_factory=list)
+    disable: list[str] = field(default_factory=list)
+    backend: str | None = None
+    mode: str | None = None
+    reason: str | None = None
+
+    def check(self) -> None:
+        """Refuse what cannot be done (one line, nothing written)."""
+        if not self.recipe.is_dir():
+            raise InputError(f"recipe folder not found: {self.recipe}")
+        both = sorted(set(self.enable) & set(self.disable))
+        if both:
+            raise InputError(f"stage {', '.join(both)} is given to both --enable and --disable")
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise InputError(f"--backend must be one of {', '.join(BACKENDS)}")
+        if self.mode is not None and self.mode not in MODES:
+            raise InputError(f"--mode must be one of {', '.join(MODES)}")
+        reason = " ".join((self.reason or "").split())
+        if self.enable and not reason:
+            raise InputError(
+                "--enable writes the intent note `# model-compile: enabled - <reason>`: pass --reason TEXT "
+                "(an honest, unmeasured reason is fine, e.g. \"try compile on the long stages\")"
+            )
+        if "\n" in (self.reason or "").strip():
+            raise InputError("--reason must be one line")
+        self.reason = reason or None
+
+
+@dataclass
+class StagePlan(Plan):
+    """A Plan of stage edits, with the smoke commands for exactly those stages."""
+
+    stages: dict[str, str] = field(default_factory=dict)  # stage -> "enabled" / "disabled"
+    commands: list[str] = field(default_factory=list)
+
+
+def _child(node: yaml.Node | None, key: str) -> tuple[yaml.ScalarNode, yaml.Node] | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return k, v
+    return None
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _strip_intent(line: str) -> str:
+    """The line without our `# model-compile: enabled - ...` comment (other comments stay)."""
+    m = re.search(r"\s+#\s*model-compile:\s*enabled\b.*$", line.rstrip("\r\n"))
+    if not m:
+        return line
+    end = line[len(line.rstrip("\r\n")) :]
+    return line[: m.start()] + end
+
+
+def set_compile(text: str, values: dict[str, Any], reason: str | None, *, filename: str) -> str:
+    """`text` with `model.compile.<key>` set to each value; `enabled: true` carries the intent note."""
+    try:
+        root = yaml.compose(text)
+        before = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{filename}: cannot parse YAML ({str(exc).splitlines()[0]})") from exc
+    model = _child(root, "model")
+    compile_ = _child(model[1], "compile") if model else None
+    if compile_ is None or not isinstance(compile_[1], yaml.MappingNode) or compile_[1].flow_style:
+        raise InputError(f"{filename}: no block `model.compile` mapping to edit")
+    lines = text.splitlines(keepends=True)
+    block = compile_[1]
+    indent = " " * block.value[0][0].start_mark.column if block.value else "  "
+    for key, value in values.items():
+        found = _child(block, key)
+        new = _scalar(value)
+        if found is None:  # a key the block lacks: a line after the block's last line
+            last = max(v.end_mark.line if v.end_mark.column else v.end_mark.line - 1 for _, v in block.value)
+            eol = "\r\n" if lines[last].endswith("\r\n") else "\n"
+            if not lines[last].endswith(("\n", "\r")):
+                lines[last] += eol
+            lines.insert(last + 1, f"{indent}{key}: {new}{eol}")
+            text = "".join(lines)
+            return set_compile(text, values, reason, filename=filename)  # re-read the marks once
+        k, v = found
+        if not isinstance(v, yaml.ScalarNode) or v.start_mark.line != v.end_mark.line:
+            raise InputError(f"{filename}: model.compile.{key} is not a one-line value; edit it by hand")
+        row = v.start_mark.line
+        line = lines[row]
+        old = line[v.start_mark.column : v.end_mark.column]
+        quoted = old[:1] in ("'", '"')
+        shown = f"{old[0]}{new}{old[0]}" if quoted and not isinstance(value, bool) else new
+        lines[row] = line[: v.start_mark.column] + shown + line[v.end_mark.column :]
+    enabled = _child(block, "enabled")
+    if enabled is not None and "enabled" in values:
+        row = enabled[1].start_mark.line
+        line = _strip_intent(lines[row])
+        body, eol = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
+        if values["enabled"] is True and reason:
+            note = f"# {INTENT} - {reason}"
+            if "#" in body[enabled[1].end_mark.column :]:  # a comment of its own: the note goes on the line above
+                col = enabled[0].start_mark.column
+                above = lines[row - 1] if row else ""
+                parsed = parse_comment(above.strip().lstrip("#").strip()) if above.strip().startswith("#") else None
+                if parsed and parsed[0] == "enabled":
+                    lines[row - 1] = " " * col + note + eol
+                else:
+                    lines.insert(row, " " * col + note + eol)
+                    row += 1
+                lines[row] = line
+            else:
+                lines[row] = f"{body}  {note}{eol or chr(10)}"
+        else:
+            lines[row] = line
+            above = lines[row - 1] if row else ""
+            if above.strip().startswith("#") and INTENT in above:
+                del lines[row - 1]
+    new_text = "".join(lines)
+    _verify(before, new_text, values, filename)
+    return new_text
+
+
+def _verify(before: Any, new_text: str, values: dict[str, Any], filename: str) -> None:
+    try:
+        after = yaml.safe_load(new_text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{filename}: the edit broke the YAML; edit it by hand") from exc
+    expected = yaml.safe_load(yaml.safe_dump(before))
+    expected["model"]["compile"].update(values)
+    if after != expected:
+        raise InputError(f"{filename}: the edit changed more than model.compile; edit it by hand")
+
+
+def _not_compiling(files: locate.RecipeFiles) -> str:
+    """Which `generate --path` wires compile first (the kit when the repository has one)."""
+    recipe = files.rel(files.recipe)
+    if locate.find_kit_import(files.root) is not None:
+        return f"model-compile generate {recipe} --path kit --write"
+    return f'model-compile generate {recipe} --path regional --reason "..." --write'
+
+
+def build_stage_plan(opts: StageOptions) -> StagePlan:
+    """Every stage edit in memory, the smoke commands for those stages, and what sharding means for them."""
+    opts.check()
+    guard.check_recipe(opts.recipe)
+    files = locate.find_recipe_files(opts.recipe)
+    by_name = {p.stem: p for p in files.stages}
+    asked = [*opts.enable, *opts.disable]
+    unknown = [s for s in asked if s not in by_name]
+    if unknown:
+        have = ", ".join(sorted(by_name)) or "none"
+        raise InputError(
+            f"no stage {', '.join(unknown)} in {files.rel(files.recipe)}/configs (stages: {have})"
+        )
+    report, kits = recipe_report(files.recipe)
+    path = report.compile_path if report is not None else "none"
+    texts = {s: guard.read_source(by_name[s], files.rel(by_name[s]), None, None) for s in asked}
+    facts = {s: stage_facts(texts[s], files.rel(by_name[s]), s) for s in asked}
+    lacking = [s for s in asked if not facts[s].has_compile]
+    if path == "none" or lacking:
+        what = f"its stage {', '.join(lacking)} has no model.compile" if lacking and path != "none" else "it does not compile yet"
+        raise InputError(f"{files.rel(files.recipe)}: {what}; run `{_not_compiling(files)}` first")
+    plan = StagePlan(
+        recipe=files.recipe, root=files.root, path_kind="stages", target="", target_inferred=False, target_why=""
+    )
+    for stage in asked:
+        on = stage in opts.enable
+        values: dict[str, Any] = {"enabled": on}
+        if on and opts.backend:
+            values["backend"] = opts.backend
+        if on and opts.mode:
+            values["mode"] = opts.mode
+        rel = files.rel(by_name[stage])
+        new = set_compile(texts[stage], values, opts.reason if on else None, filename=rel)
+        plan.changes.append(FileChange(by_name[stage], rel, texts[stage], new))
+        plan.stages[stage] = "enabled" if on else "disabled"
+        shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in values.items())
+        plan.notes.append(f"{rel}: model.compile {shown}" + ("" if new != texts[stage] else " (already so)"))
+    plan.commands = smoke_commands(files, opts.enable, by_name)
+    model_var = report.scope.model if report is not None else "model"
+    plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var)
+    return plan
+
+
+def smoke_commands(files: locate.RecipeFiles, stages: list[str], by_name: dict[str, Path]) -> list[str]:
+    """The recipe's smoke test for each enabled stage, with only the options its conftest.py registers."""
+    text = read_repo_text(files)
+    if not text.has_smoke_test:
+        return []
+    conv = text.test_options
+    recipe = files.rel(files.recipe)
+    out = []
+    for stage in stages:
+        world: WorldSize = mesh_world_size(by_name[stage], files.rel(by_name[stage]))
+        cmd = [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")]
+        where = f"{stage}: {world.size} rank(s), {world.why}"
+        if conv.registers(test_options.CONFIG_NAME):
+            cmd.append(f"--config-name {stage}")
+        elif conv.smoke_config_name not in (None, stage):
+            where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
+        if conv.registers(test_options.WORLD_SIZE):
+            cmd.append(f"--world-size {world.size}")
+        out.append(f"{' '.join(cmd)}  # {where}")
+    return out

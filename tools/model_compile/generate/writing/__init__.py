@@ -1,0 +1,1 @@
+"""Writing the transaction: diffs, the dirty check, and the all-or-nothing write."""
