@@ -134,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"model-compile: {note}\n")
     if plan.already_wired:
         sys.stderr.write("model-compile: already wired: no changes, nothing written\n")
+    elif not changed and isinstance(plan, StagePlan):
+        sys.stderr.write("model-compile: no changes: those stages already have these values\n")
     elif not changed:
         sys.stderr.write("model-compile: no changes: the recipe already has this compile wiring\n")
     elif not args.write:
