@@ -145,3 +145,12 @@ def test_the_generated_asserts_load_the_helper_by_path_under_a_synthetic_name(sk
     assert helper is asserts._runtime()  # loaded once: the hooks of one run share one probe
     assert Path(helper.__file__) == skill_dir / "compile_checks.py"
     assert helper.get_probe() is helper.get_probe()
+
+
+def test_the_tool_puts_no_probe_on_the_path_for_generated_tests(skill_dir: Path):
+    from model_compile.hard import probe
+
+    recipe_root = skill_dir.parents[2]
+    assert not probe.used_by(recipe_root)  # asserts.py names model_compile.api only inside a skip
+    (recipe_root / "tests" / "test_old.py").write_text("from model_compile.runtime import dynamo_adapter\n")
+    assert probe.used_by(recipe_root)  # a test written against the tool's runtime still gets it

@@ -1,6 +1,8 @@
 """The self-contained probe put first on the child's PYTHONPATH.
 
-Generated skill asserts import `model_compile.runtime.dynamo_adapter`. When
+Recipe tests may import `model_compile.runtime.dynamo_adapter` (asserts generated before
+they became self-contained, or tests written against it; today's generated asserts load
+their own `compile_checks.py` and need no probe). When
 the repository's own environment has no model-compile installed (the usual
 case), the runner copies the tool's `runtime/` package - which imports only
 torch and itself - into a probe folder (`~/.cache/model-compile/probe-<hash>/model_compile/runtime/`,
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -88,13 +91,13 @@ def build(out_dir: Path) -> Path:
 
 
 def used_by(recipe_root: Path) -> bool:
-    """Whether the recipe's tests (e.g. generated skill asserts) import model_compile."""
+    """Whether the recipe's tests import `model_compile.runtime`, the one package the probe provides."""
     for path in (recipe_root / "tests").rglob("*.py"):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if "import model_compile" in text or "from model_compile" in text:
+        if re.search(r"^\s*(?:from|import)\s+model_compile\.runtime\b", text, re.M):
             return True
     return False
 
