@@ -115,12 +115,23 @@ def main(argv: list[str] | None = None) -> int:
         from model_compile.hard.rehearse import Options, standalone
 
         kit, _, _ = standalone(KIT, None, Options(backend=backend), Path(args.out) / name / "kit-rehearsal")
-        data["kit_rehearsal"] = {"status": kit.status, "reason": kit.reason, "wall_s": kit.wall_s, "lines": summary_lines(kit)}
+        data["kit_rehearsal"] = {
+            "status": kit.status,
+            "reason": kit.reason,
+            "wall_s": kit.wall_s,
+            "lines": summary_lines(kit),
+        }
         results[name] = data
         status |= report.verdict == "failed"
         if not args.json:
-            cpu = " (CPU ONLY: no accelerator; figures say nothing about GPU/NPU speed)" if report.environment.cpu_only else ""
-            print(f"== {name}: {data['label']}{cpu}, torch {data['torch']}, {data['device']}: {data['verdict']} in {seconds:.0f} s")
+            cpu = (
+                " (CPU ONLY: no accelerator; figures say nothing about GPU/NPU speed)"
+                if report.environment.cpu_only
+                else ""
+            )
+            print(
+                f"== {name}: {data['label']}{cpu}, torch {data['torch']}, {data['device']}: {data['verdict']} in {seconds:.0f} s"
+            )
             for key, value in data.items():
                 if key not in ("label", "torch", "device", "verdict", "wall_s"):
                     print(f"   {key}: {value}")

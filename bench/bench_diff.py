@@ -101,11 +101,25 @@ def main() -> int:
 
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "model_compile.cli", "diff", str(root), "--base", commits[0], "--head", commits[-1], "--format", "json"],
+        [
+            sys.executable,
+            "-m",
+            "model_compile.cli",
+            "diff",
+            str(root),
+            "--base",
+            commits[0],
+            "--head",
+            commits[-1],
+            "--format",
+            "json",
+        ],
         capture_output=True,
         env={"PYTHONPATH": str(HERE.parent / "tools"), "PATH": "/usr/bin:/bin"},
     )
-    print(f"CLI end to end (range, json): {(time.perf_counter() - t) * 1000:.0f} ms, exit {proc.returncode}, {len(proc.stdout)} bytes")
+    print(
+        f"CLI end to end (range, json): {(time.perf_counter() - t) * 1000:.0f} ms, exit {proc.returncode}, {len(proc.stdout)} bytes"
+    )
     return 0
 
 

@@ -52,7 +52,10 @@ def run_once(repo: Path) -> tuple[float, float, int]:
     )
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", code],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
         env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"},
     )
     wall = time.perf_counter() - start

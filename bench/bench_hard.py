@@ -70,14 +70,20 @@ def main() -> int:
     print(f"warm-up tool run {seconds:.2f} s; layers started: {', '.join(n for n, _, _ in layers)}")
     for name, command, cwd in layers:
         print(f"  bare {name}: cd {shlex.quote(str(cwd))} && {command}")
-    figures: dict[str, list[float]] = {k: [] for k in ("tool wall", "bare wall", "tool cpu", "bare cpu", "wall %", "cpu %")}
+    figures: dict[str, list[float]] = {
+        k: [] for k in ("tool wall", "bare wall", "tool cpu", "bare cpu", "wall %", "cpu %")
+    }
     for _ in range(args.runs):
         t_wall, t_cpu, _ = _timed(_tool(args.recipe, args.python))
         bare = [_timed(command, cwd, shell=True) for _, command, cwd in layers]
         b_wall, b_cpu = sum(b[0] for b in bare), sum(b[1] for b in bare)
         for key, value in (
-            ("tool wall", t_wall), ("bare wall", b_wall), ("tool cpu", t_cpu), ("bare cpu", b_cpu),
-            ("wall %", (t_wall - b_wall) / b_wall * 100), ("cpu %", (t_cpu - b_cpu) / b_cpu * 100),
+            ("tool wall", t_wall),
+            ("bare wall", b_wall),
+            ("tool cpu", t_cpu),
+            ("bare cpu", b_cpu),
+            ("wall %", (t_wall - b_wall) / b_wall * 100),
+            ("cpu %", (t_cpu - b_cpu) / b_cpu * 100),
         ):
             figures[key].append(value)
     for key, values in figures.items():

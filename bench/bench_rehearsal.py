@@ -41,10 +41,27 @@ CASES = {
 
 def one(recipe: Path, backend: str, steps: int, python: str) -> dict:
     out = Path(tempfile.mkdtemp(prefix="bench-rehearsal-"))
-    cmd = [sys.executable, "-m", "model_compile.cli", "rehearse", str(recipe), "--python", python, "--backend", backend,
-           "--steps", str(steps), "--out", str(out), "--format", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "model_compile.cli",
+        "rehearse",
+        str(recipe),
+        "--python",
+        python,
+        "--backend",
+        backend,
+        "--steps",
+        str(steps),
+        "--out",
+        str(out),
+        "--format",
+        "json",
+    ]
     start = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tools")})
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tools")}
+    )
     wall = time.monotonic() - start
     data = json.loads(proc.stdout)
     record = json.loads((out / "rehearsal.json").read_text()) if (out / "rehearsal.json").is_file() else {}
@@ -52,9 +69,16 @@ def one(recipe: Path, backend: str, steps: int, python: str) -> dict:
     setup = sum(float(p.get("seconds") or 0) for p in phases.values() if isinstance(p, dict))
     step_s = sum(float(s.get("eager_s") or 0) + float(s.get("compiled_s") or 0) for s in record.get("steps") or [])
     overhead = wall - setup - step_s
-    return {"wall": wall, "steps": step_s, "setup": setup, "overhead": overhead, "rss": data.get("peak_rss_mb"),
-            "cpu": data.get("cpu_s"),
-            "status": data.get("status"), "reason": (data.get("reason") or "")[:100]}
+    return {
+        "wall": wall,
+        "steps": step_s,
+        "setup": setup,
+        "overhead": overhead,
+        "rss": data.get("peak_rss_mb"),
+        "cpu": data.get("cpu_s"),
+        "status": data.get("status"),
+        "reason": (data.get("reason") or "")[:100],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="interpreter of the rehearsed repository")
     args = parser.parse_args(argv)
     print(f"backend {args.backend}, {args.steps} steps, {args.runs} run(s) each; figures are min/median/max")
-    print(f"{'case':<42} {'wall s':>20} {'child CPU s':>11} {'steps s':>8} {'setup s':>8} {'overhead s':>10} {'of steps':>8} {'RSS MB':>7}  status")
+    print(
+        f"{'case':<42} {'wall s':>20} {'child CPU s':>11} {'steps s':>8} {'setup s':>8} {'overhead s':>10} {'of steps':>8} {'RSS MB':>7}  status"
+    )
     for name, recipe in CASES.items():
         if args.case and not any(c in name for c in args.case):
             continue
@@ -75,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         mid = runs[[r["wall"] for r in runs].index(statistics.median_low(walls))]
         share = mid["overhead"] / mid["steps"] if mid["steps"] else float("nan")
         spread = f"{walls[0]:.1f}/{statistics.median(walls):.1f}/{walls[-1]:.1f}"
-        print(f"{name:<42} {spread:>20} {mid['cpu'] or 0:>11.1f} {mid['steps']:>8.1f} {mid['setup']:>8.1f} {mid['overhead']:>10.1f} {share:>8.0%} "
-              f"{mid['rss'] or 0:>7.0f}  {mid['status']} {mid['reason']}")
+        print(
+            f"{name:<42} {spread:>20} {mid['cpu'] or 0:>11.1f} {mid['steps']:>8.1f} {mid['setup']:>8.1f} {mid['overhead']:>10.1f} {share:>8.0%} "
+            f"{mid['rss'] or 0:>7.0f}  {mid['status']} {mid['reason']}"
+        )
     return 0
 
 

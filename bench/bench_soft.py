@@ -81,7 +81,9 @@ def main() -> None:
     parse, soft = statistics.median(parse_times), statistics.median(soft_times)
     n_py = sum(1 for f in files if f.suffix == ".py")
     print(f"recipes: {args.recipes}  python files: {n_py}  yaml files: {len(files) - n_py}  findings: {findings}")
-    print(f"parse floor:          {parse:.3f} s  ({parse / args.recipes * 1000:.2f} ms/recipe; ast.parse + {_LOADER.__name__})")
+    print(
+        f"parse floor:          {parse:.3f} s  ({parse / args.recipes * 1000:.2f} ms/recipe; ast.parse + {_LOADER.__name__})"
+    )
     print(f"soft validation:      {soft:.3f} s  ({soft / args.recipes * 1000:.2f} ms/recipe)")
     print(f"ratio soft/parse:     {soft / parse:.2f}x")
     print(f"peak traced memory:   {peak / 2**20:.1f} MiB")

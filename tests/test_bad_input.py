@@ -25,7 +25,9 @@ def _write(root: Path, files: dict) -> Path:
 
 def _cli(*args):
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    return subprocess.run([sys.executable, "-m", "model_compile.cli", *args], capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "model_compile.cli", *args], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 def _one_line_exit_2(proc, needle):
@@ -71,7 +73,10 @@ def test_binary_and_non_utf8_files_are_findings_not_crashes(tmp_path):
 
 
 def test_schema_without_expected_classes(tmp_path):
-    _write(tmp_path, example_files(Example(schema="from pydantic import BaseModel\n\n\nclass Other(BaseModel):\n    x: int = 1\n")))
+    _write(
+        tmp_path,
+        example_files(Example(schema="from pydantic import BaseModel\n\n\nclass Other(BaseModel):\n    x: int = 1\n")),
+    )
     recipe = analyze_path(tmp_path).recipes[0]
     mc201 = [f for f in recipe.findings if f.rule == "MC201"]
     assert mc201 and "no config class with a `model` field" in mc201[0].message
@@ -90,10 +95,17 @@ def test_static_mode_executes_nothing(tmp_path):
     marker = tmp_path / "executed.txt"
     poison = f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('imported!')\n"
     files = example_files(Example())
-    for rel in ("recipes/example/engine/example_engine.py", "recipes/example/configs/schema.py", "recipes/example/model/__init__.py"):
+    for rel in (
+        "recipes/example/engine/example_engine.py",
+        "recipes/example/configs/schema.py",
+        "recipes/example/model/__init__.py",
+    ):
         files[rel] = poison + files[rel]
     files["recipes/example/configs/train.yaml"] = "!!python/object/apply:os.system ['touch " + str(marker) + "']\n"
-    files["example_engine/kit/mllm/model.py"] = poison + "class MLLMModelKit:\n    def apply_model_compile(self, model, backend, mode):\n        model.compile(backend=backend, mode=mode)\n"
+    files["example_engine/kit/mllm/model.py"] = (
+        poison
+        + "class MLLMModelKit:\n    def apply_model_compile(self, model, backend, mode):\n        model.compile(backend=backend, mode=mode)\n"
+    )
     _write(tmp_path, files)
     code = (
         "import sys\nfrom model_compile.cli import main\n"
@@ -102,7 +114,9 @@ def test_static_mode_executes_nothing(tmp_path):
         "print('rc', rc)\n"
     )
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists(), "static analysis executed target code"
     assert "rc " in proc.stdout

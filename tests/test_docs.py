@@ -31,7 +31,11 @@ def test_skill_frontmatter():
     front = text.split("---\n")[1]
     fields = dict(line.split(": ", 1) for line in front.strip().splitlines() if ": " in line)
     assert fields["name"] == "model-compile"
-    assert 1 <= len(fields["description"]) <= 1024 and "<" not in fields["description"] and ">" not in fields["description"]
+    assert (
+        1 <= len(fields["description"]) <= 1024
+        and "<" not in fields["description"]
+        and ">" not in fields["description"]
+    )
     assert len(text.splitlines()) < 500
 
 
@@ -39,7 +43,9 @@ def test_review_schema_is_current():
     from model_compile.report.models import ReviewReport
 
     on_disk = json.loads((ROOT / "references" / "review.schema.json").read_text())
-    assert on_disk == ReviewReport.model_json_schema(), "regenerate: model-compile schema review > references/review.schema.json"
+    assert on_disk == ReviewReport.model_json_schema(), (
+        "regenerate: model-compile schema review > references/review.schema.json"
+    )
 
 
 def test_skill_rules_md_is_current():

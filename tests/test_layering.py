@@ -78,7 +78,9 @@ def test_no_import_from_a_later_stage():
     for src, targets in _unit_graph().items():
         for dst, files in targets.items():
             if LAYER_OF[dst] >= LAYER_OF[src]:
-                backwards.append(f"{src} (layer {LAYER_OF[src]}) imports {dst} (layer {LAYER_OF[dst]}) in {sorted(files)}")
+                backwards.append(
+                    f"{src} (layer {LAYER_OF[src]}) imports {dst} (layer {LAYER_OF[dst]}) in {sorted(files)}"
+                )
     assert not backwards, "\n".join(backwards)
 
 

@@ -110,9 +110,13 @@ def test_getattr_alias_and_comparison_gate():
 def test_depth_limit_is_noted():
     body = "model = self.model_kit.build_model(self.config.model.path)\nreturn self.a(model)\n"
     init = ""
-    engine_extra = "".join(
-        f"    def {a}(self, model):\n        return self.{b}(model)\n\n" for a, b in zip("abcde", "bcdef", strict=True)
-    ) + "    def f(self, model):\n        return parallelize_model(model)\n"
+    engine_extra = (
+        "".join(
+            f"    def {a}(self, model):\n        return self.{b}(model)\n\n"
+            for a, b in zip("abcde", "bcdef", strict=True)
+        )
+        + "    def f(self, model):\n        return parallelize_model(model)\n"
+    )
     files = example_files(Example(body=body, init=init))
     key = "recipes/example/engine/example_engine.py"
     files[key] = files[key] + "\n" + engine_extra

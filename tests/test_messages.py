@@ -30,7 +30,9 @@ def _only(example: Example, rule: str) -> tuple[int, str]:
 
 
 def test_order_findings_name_calls_by_short_form_and_line():
-    body = replace_once(replace_once(CANONICAL_BODY, _CKPT, ""), "return parallelize_model", _CKPT + "return parallelize_model")
+    body = replace_once(
+        replace_once(CANONICAL_BODY, _CKPT, ""), "return parallelize_model", _CKPT + "return parallelize_model"
+    )
     line, msg = _only(Example(body=body), "MC403")
     assert msg.startswith("checkpointing `apply_gradient_checkpointing(...)` (L")
     assert f"(L{line})" in msg and "runs after compile `apply_model_compile(...)` (L" in msg
@@ -38,7 +40,9 @@ def test_order_findings_name_calls_by_short_form_and_line():
 
 
 def test_mc204_names_the_other_config_field():
-    body = replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", "backend=self.config.optim.compile_backend")
+    body = replace_once(
+        CANONICAL_BODY, "backend=self.config.model.compile.backend", "backend=self.config.optim.compile_backend"
+    )
     _, msg = _only(Example(body=body), "MC204")
     assert "backend is read from `optim.compile_backend` instead of `model.compile.backend`" in msg
     assert "hard-coded" not in msg

@@ -15,7 +15,7 @@ CASES = [
     "f(a,\n  b)  # model-compile: open bracket\n# model-compile: own line\n#   continued\n",
     'x = 1 # model-compile: "quoted" reason\n',
     "y = f'{a!r}#' # model-compile: hash in an f-string\n",
-    "def f():\n    \"\"\"Doc # not one.\"\"\"\n    return 1  # model-compile: after a one-line docstring\n",
+    'def f():\n    """Doc # not one."""\n    return 1  # model-compile: after a one-line docstring\n',
 ]
 
 

@@ -30,7 +30,9 @@ def _marks(example):
 def _cases(kind):
     for rule in ALL_RULES:
         for i, ex in enumerate(getattr(rule, kind)):
-            yield pytest.param(rule, ex, id=f"{rule.id}-{kind.lower()}-{i}{'-' + ex.note.replace(' ', '_') if ex.note else ''}")
+            yield pytest.param(
+                rule, ex, id=f"{rule.id}-{kind.lower()}-{i}{'-' + ex.note.replace(' ', '_') if ex.note else ''}"
+            )
 
 
 @pytest.mark.parametrize("rule,example", list(_cases("VALID")))
@@ -59,9 +61,8 @@ def test_invalid_example_is_flagged(rule, example):
     assert {m.rule for m in marks} <= {rule.id}, f"markers of other rules in a {rule.id} example: {marks}"
     expected = {(m.file, m.line) for m in marks}
     got = {(f.file, f.line) for f in hits}
-    assert got == expected, (
-        f"{rule.id} flagged {sorted(got)} but the example marks {sorted(expected)}: "
-        + "; ".join(f"{f.file}:{f.line} `{f.code}` {f.message}" for f in hits)
+    assert got == expected, f"{rule.id} flagged {sorted(got)} but the example marks {sorted(expected)}: " + "; ".join(
+        f"{f.file}:{f.line} `{f.code}` {f.message}" for f in hits
     )
 
 

@@ -61,7 +61,9 @@ def test_submodule_and_kit_targets_expect_exactly_that_module():
     # submodule: its blocks compiled instead is a different scope
     check = check_target("model.language_model", NAMES, set(BLOCKS))
     assert not check["ok"]
-    assert check["text"].startswith("'model.language_model': `model.language_model` is not compiled (28 module(s) inside it")
+    assert check["text"].startswith(
+        "'model.language_model': `model.language_model` is not compiled (28 module(s) inside it"
+    )
     assert check_target("model.language_model", NAMES, {"model.language_model"})["ok"]
     # kit: the model itself
     assert check_target("", NAMES, {""})["text"] == "'': the model itself compiled"

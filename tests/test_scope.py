@@ -11,15 +11,25 @@ from model_compile.ledger.repo import KitFacts
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo_repo"
 ENGINE = "recipes/toy/engine/toy_engine.py"
-KIT = KitFacts(file="eng/kit.py", line=1, class_name="MLLMModelKit", in_place=True, disables=["m.model.visual"], model_param="m")
+KIT = KitFacts(
+    file="eng/kit.py", line=1, class_name="MLLMModelKit", in_place=True, disables=["m.model.visual"], model_param="m"
+)
 TEXT_KIT = KitFacts(file="eng/llm.py", line=1, class_name="LLMModelKit", in_place=True)
-SOURCE = {ENGINE: "from eng.kit import MLLMModelKit\n\nclass ToyEngine:\n    def __init__(self):\n        self.model_kit = MLLMModelKit()\n"}
+SOURCE = {
+    ENGINE: "from eng.kit import MLLMModelKit\n\nclass ToyEngine:\n    def __init__(self):\n        self.model_kit = MLLMModelKit()\n"
+}
 
 
 def ledger(*compiles: Event) -> Ledger:
     events = [
         Event(kind="build", file=ENGINE, line=10, call="self.model_kit.build_model(path)"),
-        Event(kind="patch", file=ENGINE, line=11, call="self.token_loss_kit.apply_chunked_token_loss_patch(model)", target="model"),
+        Event(
+            kind="patch",
+            file=ENGINE,
+            line=11,
+            call="self.token_loss_kit.apply_chunked_token_loss_patch(model)",
+            target="model",
+        ),
         *compiles,
         Event(kind="wrap", file=ENGINE, line=30, call="parallelize_model(model)", target="model"),
     ]
@@ -28,22 +38,36 @@ def ledger(*compiles: Event) -> Ledger:
 
 def kit_call() -> Event:
     return Event(
-        kind="compile", file=ENGINE, line=20, call="self.model_kit.apply_model_compile(model, backend=b, mode=m)",
-        target="model", compile_style="kit", kit=True,
+        kind="compile",
+        file=ENGINE,
+        line=20,
+        call="self.model_kit.apply_model_compile(model, backend=b, mode=m)",
+        target="model",
+        compile_style="kit",
+        kit=True,
     )
 
 
 def regional(container: str = "model.model.language_model.layers") -> Event:
     return Event(
-        kind="compile", file=ENGINE, line=21, call="block.compile(backend=b, mode=m)", target=f"each of {container}",
-        compile_style="inplace", branches=[Branch(node=f"{ENGINE}:20", arm="loop")],
+        kind="compile",
+        file=ENGINE,
+        line=21,
+        call="block.compile(backend=b, mode=m)",
+        target=f"each of {container}",
+        compile_style="inplace",
+        branches=[Branch(node=f"{ENGINE}:20", arm="loop")],
     )
 
 
 def submodule() -> Event:
     return Event(
-        kind="compile", file=ENGINE, line=21, call="model.model.language_model.compile(backend=b, mode=m)",
-        target="model.model.language_model", compile_style="inplace",
+        kind="compile",
+        file=ENGINE,
+        line=21,
+        call="model.model.language_model.compile(backend=b, mode=m)",
+        target="model.model.language_model",
+        compile_style="inplace",
     )
 
 
@@ -63,7 +87,9 @@ def test_regional_scope_is_n_blocks_of_the_container():
     scope = compiled_scope([ledger(regional())], [KIT], SOURCE)
     assert scope.summary == "N blocks of `model.model.language_model.layers` (each compiled; N known at run time)"
     assert scope.patterns == ["model.language_model.layers.*"]
-    assert scope.eager[0].startswith("everything `model` runs outside the blocks of `model.model.language_model.layers`")
+    assert scope.eager[0].startswith(
+        "everything `model` runs outside the blocks of `model.model.language_model.layers`"
+    )
     assert "lm_head" in scope.eager[0]
     assert scope.eager[1] == "`model.model.visual`, all of it (the kit keeps it eager too)"
     assert scope.eager[2] == "code patched in by apply_chunked_token_loss_patch, unless it runs inside a compiled part"
@@ -91,7 +117,9 @@ def test_kit_to_regional_names_what_moves_to_eager():
         "compiled scope: whole model `model` minus `model.model.visual` -> "
         "N blocks of `model.model.language_model.layers` (each compiled; N known at run time)"
     )
-    assert len(lines) == 2 and lines[1].startswith("moved to eager: what `model` runs outside the blocks of `model.model.language_model.layers`")
+    assert len(lines) == 2 and lines[1].startswith(
+        "moved to eager: what `model` runs outside the blocks of `model.model.language_model.layers`"
+    )
     for word in ("token embeddings", "final norm", "lm_head", "loss", "apply_chunked_token_loss_patch"):
         assert word in lines[1]
     back = scope_changes(reg, kit)  # widening: the same code moves into compile
@@ -132,7 +160,9 @@ def test_scope_on_the_demo_repo_matches_the_committed_runtime_patterns():
 
 
 def test_planned_scope_for_each_fallback():
-    assert planned_scope("regional", "model.model.language_model.layers", "model").patterns == ["model.language_model.layers.*"]
+    assert planned_scope("regional", "model.model.language_model.layers", "model").patterns == [
+        "model.language_model.layers.*"
+    ]
     assert planned_scope("submodule", "model.model.language_model", "model").patterns == ["model.language_model"]
     gb = planned_scope("graph-break", "model.model.visual", "model")
     assert gb.summary == "whole model `model` minus `model.model.visual`"

@@ -39,7 +39,9 @@ def test_ignore_select_and_severity_from_pyproject() -> None:
     schema = replace_once(SCHEMA, LITERAL_BACKEND, STR_BACKEND)
     assert _rules(_analyze(None, schema, STAGE_ON)) == ["MC203", "MC205"]
     assert _rules(_analyze('[tool.model-compile]\nignore = ["MC205"]\n', schema, STAGE_ON)) == ["MC203"]
-    assert _rules(_analyze('[tool.model-compile]\nselect = ["MC20"]\nignore = ["MC203"]\n', schema, STAGE_ON)) == ["MC205"]
+    assert _rules(_analyze('[tool.model-compile]\nselect = ["MC20"]\nignore = ["MC203"]\n', schema, STAGE_ON)) == [
+        "MC205"
+    ]
     report = _analyze('[tool.model-compile]\nseverity = { MC203 = "error" }\n', schema, STAGE_ON)
     assert {f.rule: f.severity for f in report.all_findings()}["MC203"] == "error"
     assert report.exit_code == 1
@@ -60,7 +62,9 @@ def test_unknown_rule_ids_are_input_errors(table: str, needle: str) -> None:
 
 
 def test_inline_ignore_with_reason_suppresses_on_the_line_and_below() -> None:
-    same = replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: ignore[MC203] - nightly benchmark stage")
+    same = replace_once(
+        STAGE, "enabled: false", "enabled: true  # model-compile: ignore[MC203] - nightly benchmark stage"
+    )
     above = replace_once(
         STAGE, "    enabled: false", "    # model-compile: ignore[MC203] - nightly benchmark stage\n    enabled: true"
     )

@@ -58,7 +58,15 @@ def test_recipe_expectations(report, name):
 
 def test_every_compile_path_is_covered():
     paths = {v[0] for v in EXPECTED.values()}
-    assert paths == {"kit", "fallback:submodule", "fallback:graph-break", "fallback:post-wrap", "fallback:regional", "direct", "none"}
+    assert paths == {
+        "kit",
+        "fallback:submodule",
+        "fallback:graph-break",
+        "fallback:post-wrap",
+        "fallback:regional",
+        "direct",
+        "none",
+    }
 
 
 def test_helpers_aliases_and_early_return_resolve(report):
@@ -68,7 +76,10 @@ def test_helpers_aliases_and_early_return_resolve(report):
     compile_event = next(e for e in ledger.events if e.kind == "compile")
     # `cfg = self.config.model.compile; if not cfg.enabled: return model` resolves to a positive gate
     assert compile_event.condition == ["self.config.model.compile.enabled"]
-    assert compile_event.arguments == {"backend": "self.config.model.compile.backend", "mode": "self.config.model.compile.mode"}
+    assert compile_event.arguments == {
+        "backend": "self.config.model.compile.backend",
+        "mode": "self.config.model.compile.mode",
+    }
     assert compile_event.via == ["self._maybe_compile(model)"]
     assert compile_event.anchor_line is not None
 
@@ -86,7 +97,10 @@ def test_exclusive_branches_are_not_two_paths(report):
     assert "MC406" not in _rules(recipe)
     events = [e for e in recipe.ledger[0].events if e.kind == "compile"]
     assert [e.compile_style for e in events] == ["inplace", "kit"]
-    assert events[1].condition == ["not (self.config.model.compile.enabled and self.config.model.compile.regional)", "self.config.model.compile.enabled"]
+    assert events[1].condition == [
+        "not (self.config.model.compile.enabled and self.config.model.compile.regional)",
+        "self.config.model.compile.enabled",
+    ]
 
 
 def test_submodule_target_through_alias(report):
@@ -111,11 +125,16 @@ def test_literal_alias_and_multi_stage_config(report):
     assert schema.compile_class == "CompileConfig"
     assert schema.fields["mode"].allowed == ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
     assert schema.fields["backend"].allowed == ["inductor", "aot_eager", "eager"]
-    assert [(s.name, s.values["backend"]) for s in recipe.config.stages] == [("stage1", "inductor"), ("stage2", "aot_eager")]
+    assert [(s.name, s.values["backend"]) for s in recipe.config.stages] == [
+        ("stage1", "inductor"),
+        ("stage2", "aot_eager"),
+    ]
 
 
 def test_kit_facts(report):
-    assert [(k.class_name, k.in_place, k.disables) for k in report.kit] == [("MLLMModelKit", True, ["model.model.visual"])]
+    assert [(k.class_name, k.in_place, k.disables) for k in report.kit] == [
+        ("MLLMModelKit", True, ["model.model.visual"])
+    ]
 
 
 def test_broken_file_does_not_stop_other_recipes(report):
@@ -134,7 +153,9 @@ def test_single_recipe_folder_paths_are_relative_to_it():
 
 def _cli(*args, cwd=ROOT):
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "model_compile.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "model_compile.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+    )
 
 
 def test_cli_json_contract():

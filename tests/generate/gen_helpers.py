@@ -55,7 +55,9 @@ def run_generate(*argv: str) -> tuple[int, str, str]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file() and ".git" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
 
 
 def _calls(node: ast.AST) -> list[str]:
@@ -113,4 +115,3 @@ def assert_one_gated_block(source: str, *, post_wrap: bool = False) -> ast.If:
     assert "torch.compile(" not in text
     # nothing compile-like left anywhere else in the file's prepare_model
     return block
-

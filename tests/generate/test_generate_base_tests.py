@@ -83,13 +83,21 @@ def test_conftest_follows_the_siblings_and_the_stage_mesh(templated):
     ast.parse(conftest)
     tree = ast.parse(conftest)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "addoption"]
-    options = {c.args[0].value: {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg != "type"} for c in calls}
+    options = {
+        c.args[0].value: {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg != "type"} for c in calls
+    }
     assert options["--world-size"]["default"] == 8  # replicate -1 (fills the rest) x shard 4 x tensor 2
     assert options["--config-name"]["default"] == "train"
     assert options["--config-override"]["action"] == "append"
     assert options["--run-smoke"]["action"] == "store_true"  # the sibling gates its multi-rank smoke
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    assert {f.name for f in functions} == {"pytest_addoption", "run_smoke", "world_size", "config_name", "config_overrides"}
+    assert {f.name for f in functions} == {
+        "pytest_addoption",
+        "run_smoke",
+        "world_size",
+        "config_name",
+        "config_overrides",
+    }
     assert all(ast.get_docstring(f) for f in functions) and ast.get_docstring(tree)
     assert "tests/conftest.py was missing: created with the sibling recipes' options" in err
     assert "--world-size (default 8: parallel.mesh of train.yaml: replicate -1 x shard 4 x tensor 2)" in err
@@ -108,7 +116,12 @@ def test_smoke_from_the_template_is_filled_and_takes_the_fixtures(templated):
     assert doc.startswith("Smoke tests for the toy_vlm recipe.") and "Copy this file" not in smoke
     assert "The test spawns one process per rank" in doc  # the rest of the paragraph stays
     assert "<recipe>" not in smoke
-    assigned = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign)) for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets)}
+    assigned = {
+        t.id
+        for n in tree.body
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets)
+    }
     assert assigned == {"TIMEOUT"}  # the constants became options
     test = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_smoke")
     assert [a.arg for a in test.args.args] == ["run_smoke", "world_size", "config_name", "config_overrides", "tmp_path"]
@@ -124,7 +137,9 @@ def test_created_base_tests_pass_the_formatter(templated, tmp_path):
     assert run_generate(str(templated / RECIPE_REL), "--write")[0] == 0
     for name in ("conftest.py", "test_smoke.py"):
         path = templated / RECIPE_REL / "tests" / name
-        done = subprocess.run([ruff, "format", "--check", "--isolated", "--line-length", "120", str(path)], capture_output=True, text=True)
+        done = subprocess.run(
+            [ruff, "format", "--check", "--isolated", "--line-length", "120", str(path)], capture_output=True, text=True
+        )
         assert done.returncode == 0, (name, done.stdout, done.stderr)
 
 
@@ -142,11 +157,18 @@ def test_a_conftest_a_person_wrote_is_never_replaced(templated):
 
 def test_no_sibling_gate_means_no_switch(templated):
     conftest = templated / "recipes" / "other" / "tests" / "conftest.py"
-    conftest.write_text(SIBLING_CONFTEST.replace('    parser.addoption("--run-smoke", action="store_true", default=False, help="run it")\n', ""))
+    conftest.write_text(
+        SIBLING_CONFTEST.replace(
+            '    parser.addoption("--run-smoke", action="store_true", default=False, help="run it")\n', ""
+        )
+    )
     _commit(templated)
     assert run_generate(str(templated / RECIPE_REL), "--write")[0] == 0
     text = (templated / RECIPE_REL / "tests" / "conftest.py").read_text()
-    assert "--run-smoke" not in text and "run_smoke" not in (templated / RECIPE_REL / "tests" / "test_smoke.py").read_text()
+    assert (
+        "--run-smoke" not in text
+        and "run_smoke" not in (templated / RECIPE_REL / "tests" / "test_smoke.py").read_text()
+    )
 
 
 def test_drop_instructions_keeps_what_is_not_an_instruction():

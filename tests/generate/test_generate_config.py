@@ -64,7 +64,10 @@ def test_yaml_comments_and_bytes_preserved(repo):
         assert data["model"]["compile"] == {"enabled": False, "backend": "inductor", "mode": "max-autotune"}
     # the block ends the model section, before the comment that opens the next one
     assert "    use_reentrant: false\n  compile:\n    enabled: false\n" in train
-    assert "  compile:\n    enabled: false\n    backend: inductor\n    mode: max-autotune\n\n# optimizer settings follow\n" in train
+    assert (
+        "  compile:\n    enabled: false\n    backend: inductor\n    mode: max-autotune\n\n# optimizer settings follow\n"
+        in train
+    )
     # four-space YAML gets four-space indentation
     assert "    freeze_vit: false\n    compile:\n        enabled: false\n" in stage2
     assert "optim: {lr: 2.0e-5}  # flow style stays as is\n" in stage2
@@ -84,7 +87,19 @@ def test_readme_section_is_replaced_not_duplicated(repo):
     readme = repo / RECIPE_REL / "README.md"
     readme.write_text(readme.read_text() + "\n## Compile\n\nold text\n\n## License\n\nMIT\n")
     assert run_generate(recipe, "--path", "submodule", "--reason", REASON, "--write", "--force")[0] == 0
-    assert run_generate(recipe, "--path", "regional", "--reason", "per block compile keeps cold start short", "--write", "--force", "--switch")[0] == 0
+    assert (
+        run_generate(
+            recipe,
+            "--path",
+            "regional",
+            "--reason",
+            "per block compile keeps cold start short",
+            "--write",
+            "--force",
+            "--switch",
+        )[0]
+        == 0
+    )
     text = readme.read_text()
     assert text.count("## Compile") == 1 and "old text" not in text
     assert "**regional**" in text and "per block compile keeps cold start short" in text
@@ -94,6 +109,8 @@ def test_readme_section_is_replaced_not_duplicated(repo):
 
 def test_readme_is_created_when_missing(repo):
     (repo / RECIPE_REL / "README.md").unlink()
-    assert run_generate(str(repo / RECIPE_REL), "--path", "graph-break", "--reason", REASON, "--write", "--force")[0] == 0
+    assert (
+        run_generate(str(repo / RECIPE_REL), "--path", "graph-break", "--reason", REASON, "--write", "--force")[0] == 0
+    )
     text = (repo / RECIPE_REL / "README.md").read_text()
     assert text.startswith("## Compile\n") and "graph-break" in text and REASON in text

@@ -41,7 +41,11 @@ def test_repository_nested_in_another_checkout_uses_its_own_kit(tmp_path):
     inner = make_repo(outer / "vendor", "none_assign", use_git=False)
     engine = inner / "recipes" / "toy_vlm" / "engine" / "toy_vlm_engine.py"
     text = engine.read_text()
-    engine.write_text(text.replace("from toykit.kit import MLLMModelKit\n", "").replace("        self.model_kit = MLLMModelKit()\n", ""))
+    engine.write_text(
+        text.replace("from toykit.kit import MLLMModelKit\n", "").replace(
+            "        self.model_kit = MLLMModelKit()\n", ""
+        )
+    )
     # the outer checkout has more recipes importing a different kit module
     for i in range(3):
         other = outer / "recipes" / f"o{i}" / "engine" / "e.py"

@@ -45,7 +45,9 @@ def wired(repo):
 
 def test_dry_run_shows_the_diff_and_writes_nothing(wired):
     before = snapshot(wired)
-    code, out, err = run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--mode", "max-autotune", "--reason", REASON)
+    code, out, err = run_generate(
+        str(wired / RECIPE_REL), "--enable", "stage2", "--mode", "max-autotune", "--reason", REASON
+    )
     assert code == 0, err
     assert snapshot(wired) == before
     assert f"+++ b/{STAGE2}" in out and "configs/train.yaml" not in out  # exactly the stage asked for
@@ -80,7 +82,10 @@ def test_disable_turns_it_off_and_drops_the_note(wired):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--enable", "stage9", "--reason", REASON], "no stage stage9 in recipes/toy_vlm/configs (stages: stage2, train)"),
+        (
+            ["--enable", "stage9", "--reason", REASON],
+            "no stage stage9 in recipes/toy_vlm/configs (stages: stage2, train)",
+        ),
         (["--enable", "stage2"], "pass --reason TEXT"),
         (["--enable", "stage2", "--mode", "fastest", "--reason", REASON], "argument --mode: invalid choice"),
         (["--enable", "stage2", "--backend", "tvm", "--reason", REASON], "argument --backend: invalid choice"),

@@ -66,7 +66,11 @@ def test_kit_without_kit_instance_adds_import_and_init(tmp_path):
     "signature, expected, imported",
     [
         ("def __init__(self, config):", "def __init__(self, config):", None),
-        ("def __init__(self, config: DictConfig):", "def __init__(self, config: DictConfig):", "from omegaconf import DictConfig\n"),
+        (
+            "def __init__(self, config: DictConfig):",
+            "def __init__(self, config: DictConfig):",
+            "from omegaconf import DictConfig\n",
+        ),
     ],
 )
 def test_new_init_mirrors_the_base_class(tmp_path, signature, expected, imported):
@@ -190,7 +194,12 @@ def test_json_lists_files_hunks_and_snippets(repo):
     data = json.loads(out)
     assert data["dry_run"] is True and data["target"] == "model.model.language_model" and data["target_inferred"]
     paths = {f["path"] for f in data["files"]}
-    assert {ENGINE_REL, f"{RECIPE_REL}/configs/schema.py", f"{RECIPE_REL}/configs/train.yaml", f"{RECIPE_REL}/README.md"} <= paths
+    assert {
+        ENGINE_REL,
+        f"{RECIPE_REL}/configs/schema.py",
+        f"{RECIPE_REL}/configs/train.yaml",
+        f"{RECIPE_REL}/README.md",
+    } <= paths
     assert all(f["hunks"] and f["hunks"][0].startswith("@@") for f in data["files"])
     assert "model.model.language_model.compile(" in data["snippets"]["compile_block"]
 

@@ -45,10 +45,12 @@ def _functions(text: str) -> list[str]:
 
 # -- formatter settings -------------------------------------------------------
 def test_style_from_pyproject_and_pre_commit(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.black]\nline-length = 100\n\n[tool.isort]\nknown_third_party = ["x"]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.black]\nline-length = 100\n\n[tool.isort]\nknown_third_party = ["x"]\n'
+    )
     (tmp_path / ".pre-commit-config.yaml").write_text(
         "repos:\n  - repo: r\n    hooks:\n      - id: ruff-format\n        args: [ --line-length=120 ]\n"
-        "  - repo: i\n    hooks:\n      - id: isort\n        args: [\"--profile\", \"black\"]\n"
+        '  - repo: i\n    hooks:\n      - id: isort\n        args: ["--profile", "black"]\n'
     )
     style = read_style(tmp_path)
     assert (style.line_length, style.formatter, style.isort, style.isort_profile) == (120, "ruff", True, "black")
@@ -57,7 +59,9 @@ def test_style_from_pyproject_and_pre_commit(tmp_path):
 
 def test_style_ruff_quote_and_defaults(tmp_path):
     assert read_style(tmp_path).line_length == 88 and read_style(tmp_path).formatter is None
-    (tmp_path / "pyproject.toml").write_text('[tool.ruff]\nline-length = 99\n\n[tool.ruff.format]\nquote-style = "single"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ruff]\nline-length = 99\n\n[tool.ruff.format]\nquote-style = "single"\n'
+    )
     style = read_style(tmp_path)
     assert (style.line_length, style.quote, style.formatter) == (99, "single", "ruff")
 
@@ -114,10 +118,17 @@ def test_hand_written_asserts_are_merged_not_replaced(repo):
     assert code == 0, err
     text = asserts.read_text()
     assert text.startswith(HAND_WRITTEN.split("\n\n\ndef helper_of_ours")[0].split("from omegaconf")[0])
-    for own in ('def test_config_structure(config: OmegaConf):\n    """Hand-written: the section exists."""', "def helper_of_ours(x):"):
+    for own in (
+        'def test_config_structure(config: OmegaConf):\n    """Hand-written: the section exists."""',
+        "def helper_of_ours(x):",
+    ):
         assert own in text  # every existing function kept as written
     funcs = _functions(text)
-    assert funcs.count("test_config_structure") == 1 and "assert_before_train_end" in funcs and "test_engine_structure" in funcs
+    assert (
+        funcs.count("test_config_structure") == 1
+        and "assert_before_train_end" in funcs
+        and "test_engine_structure" in funcs
+    )
     assert "kept its own test_config_structure" in err and "merged" in err
     assert "from pathlib import Path\n" in text  # what the merged code needs is imported
     # the merged file is ours to update, not to duplicate

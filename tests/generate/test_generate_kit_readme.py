@@ -9,8 +9,13 @@ from model_compile.generate.planning.plan import kit_scope
 from model_compile.ledger.repo import KitFacts
 
 GUARDED = KitFacts(
-    file="kit.py", line=1, class_name="MLLMModelKit", in_place=True, disables=["m.model.visual"],
-    found_by={"m.model.visual": "hasattr(m, 'model') and hasattr(m.model, 'visual')"}, model_param="m",
+    file="kit.py",
+    line=1,
+    class_name="MLLMModelKit",
+    in_place=True,
+    disables=["m.model.visual"],
+    found_by={"m.model.visual": "hasattr(m, 'model') and hasattr(m.model, 'visual')"},
+    model_param="m",
 )
 ALWAYS = GUARDED.model_copy(update={"found_by": {}})
 VIT = locate.ModelLayout("ViTForImageClassification", "known", {}, ("vit", "vit.encoder", "classifier"), True)

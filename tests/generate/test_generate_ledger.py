@@ -9,10 +9,10 @@ from gen_helpers import ENGINE_REL, REASON, RECIPE_REL, make_repo, run_generate,
 
 GATE = "if self.config.model.compile.enabled:"
 
-TRAINABLE = '''def select_trainable(model, config):
+TRAINABLE = """def select_trainable(model, config):
     if config.freeze_vit:
         model.model.visual.requires_grad_(False)
-'''
+"""
 
 
 def prepare_model_body(source: str) -> list[str]:
@@ -42,7 +42,10 @@ def test_wrap_inside_a_helper_block_goes_before_the_helper_call(tmp_path):
     assert "model = self.model_kit.apply_model_compile(\n                model," in new
     assert "block placed before the distributed wrap (inside self._distribute())" in err
     # the helper itself is left alone
-    assert "    def _distribute(self, model):\n        return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" in new
+    assert (
+        "    def _distribute(self, model):\n        return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+        in new
+    )
     before = snapshot(repo)
     assert run_generate(str(repo / RECIPE_REL), "--write")[0] == 0
     assert snapshot(repo) == before  # idempotent

@@ -65,7 +65,9 @@ def test_bad_backend_and_target_are_usage_errors(repo):
     assert run_generate(str(repo / RECIPE_REL), "--backend", "tvm")[0] == 2
     code, _, err = run_generate(str(repo / RECIPE_REL), "--path", "submodule", "--target", "net.x", "--reason", REASON)
     assert code == 2 and "must start with the model variable" in err
-    code, _, err = run_generate(str(repo / RECIPE_REL), "--path", "submodule", "--target", "model.x-y", "--reason", REASON)
+    code, _, err = run_generate(
+        str(repo / RECIPE_REL), "--path", "submodule", "--target", "model.x-y", "--reason", REASON
+    )
     assert code == 2
 
 
@@ -77,10 +79,13 @@ def test_missing_recipe(tmp_path):
 def test_compile_hidden_in_helper_is_refused(tmp_path):
     repo = make_repo(tmp_path, use_git=False)
     engine = repo / ENGINE_REL
-    text = engine.read_text().replace(
-        "        parallelized_model = parallelize_model(",
-        "        model = self._maybe_compile(model)\n\n        parallelized_model = parallelize_model(",
-    ) + "\n    def _maybe_compile(self, model):\n        return torch.compile(model)\n"
+    text = (
+        engine.read_text().replace(
+            "        parallelized_model = parallelize_model(",
+            "        model = self._maybe_compile(model)\n\n        parallelized_model = parallelize_model(",
+        )
+        + "\n    def _maybe_compile(self, model):\n        return torch.compile(model)\n"
+    )
     engine.write_text(text)
     code, _, err = run_generate(str(repo / RECIPE_REL), "--write")
     assert code == 2 and "_maybe_compile" in err

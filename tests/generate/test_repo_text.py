@@ -29,12 +29,12 @@ torchrun --nproc_per_node=8 -m toykit.launch \\
   data.train_path=./data/meta.json
 ```
 """
-CONFTEST = '''
+CONFTEST = """
 def pytest_addoption(parser):
     parser.addoption("--run-smoke", action="store_true", default=False)
     parser.addoption("--world-size", type=int, default=8)
     parser.addoption("--config-override", action="append", default=[])
-'''
+"""
 
 
 def test_line_length_comes_from_the_formatter_settings(tmp_path):
@@ -76,8 +76,15 @@ def test_generated_comment_and_readme_fit_the_repo(repo):
     (repo / RECIPE_REL / "tests" / "conftest.py").write_text(CONFTEST)
     (repo / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
     rc, _, err = run_generate(
-        str(repo / RECIPE_REL), "--path", "regional", "--target", "model.language_model.layers",
-        "--reason", REASON_200, "--write", "--force",
+        str(repo / RECIPE_REL),
+        "--path",
+        "regional",
+        "--target",
+        "model.language_model.layers",
+        "--reason",
+        REASON_200,
+        "--write",
+        "--force",
     )
     assert rc == 0, err
     engine = (repo / ENGINE_REL).read_text()
@@ -108,12 +115,21 @@ def test_generated_comment_and_readme_fit_the_repo(repo):
 
 def test_readme_without_launcher_points_at_the_stage_yaml(repo):
     rc, _, err = run_generate(
-        str(repo / RECIPE_REL), "--path", "submodule", "--target", "model.language_model",
-        "--reason", "only the language model is on the hot path", "--write", "--force",
+        str(repo / RECIPE_REL),
+        "--path",
+        "submodule",
+        "--target",
+        "model.language_model",
+        "--reason",
+        "only the language model is on the hot path",
+        "--write",
+        "--force",
     )
     assert rc == 0, err
     readme = (repo / RECIPE_REL / "README.md").read_text()
-    assert "Run with compile on: set `model.compile.enabled` to `true` in `recipes/toy_vlm/configs/train.yaml`." in readme
+    assert (
+        "Run with compile on: set `model.compile.enabled` to `true` in `recipes/toy_vlm/configs/train.yaml`." in readme
+    )
     # the section documents the fallback, never an intentional `enabled: true` default (MC203 stays live)
     kinds = {d.kind for d in analyze_path(repo / RECIPE_REL).recipes[0].documentation if d.source == "readme"}
     assert "submodule" in kinds and "enabled" not in kinds

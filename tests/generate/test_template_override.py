@@ -43,7 +43,9 @@ def test_broken_override_writes_nothing(repo, tmp_path):
         str(repo / RECIPE_REL), "--path", "submodule", "--reason", REASON, "--templates", str(folder), "--write"
     )
     assert code == 2 and "does not parse" in err
-    assert "compile" not in (repo / ENGINE_REL).read_text().split("def prepare_model")[1].split("def prepare_optimizer")[0]
+    assert (
+        "compile" not in (repo / ENGINE_REL).read_text().split("def prepare_model")[1].split("def prepare_optimizer")[0]
+    )
 
 
 def test_missing_templates_dir_is_input_error(repo, tmp_path):

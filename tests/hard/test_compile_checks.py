@@ -65,7 +65,9 @@ def test_the_rendered_helper_imports_no_model_compile(skill_dir: Path):
     for name in ("compile_checks.py", "asserts.py"):
         text = (skill_dir / name).read_text()
         assert "model_compile.runtime" not in text, name
-    code = "import sys; sys.modules['model_compile'] = None; import compile_checks; print(compile_checks.RUNTIME_SCHEMA)"
+    code = (
+        "import sys; sys.modules['model_compile'] = None; import compile_checks; print(compile_checks.RUNTIME_SCHEMA)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=skill_dir, capture_output=True, text=True)
     assert out.stdout.strip() == rt.RUNTIME_SCHEMA, out.stderr
 
@@ -100,7 +102,10 @@ def test_violations_match_the_runtime(checks):
         {"recompile_limit": {"limit": 2, "hit": True, "messages": ["hit config.recompile_limit (2)"]}},
         {"executed": {"measured": True, "step": 1, "compiled_region_events": 0}},
         {"unique_graphs": 0},
-        {"target_failures": ["'layers.*': 1 of 2 blocks compiled (not compiled: layers.1)"], "missing_targets": ["layers.*"]},
+        {
+            "target_failures": ["'layers.*': 1 of 2 blocks compiled (not compiled: layers.1)"],
+            "missing_targets": ["layers.*"],
+        },
     ]
     for change in variants:
         record = {**base, **change}

@@ -7,7 +7,7 @@ from pathlib import Path
 from model_compile.hard.layers import plan
 from model_compile.parse import test_options as conventions
 
-OPT_IN_CONFTEST = '''
+OPT_IN_CONFTEST = """
 import pytest
 
 
@@ -15,7 +15,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-smoke", action="store_true", default=False, help="Run the GPU smoke test.")
     parser.addoption("--world-size", type=int, default=8, help="ranks")
     parser.addoption("--config-override", action="append", default=[], help="dotlist")
-'''
+"""
 
 
 def make_recipe(root: Path, conftest: str | None, smoke: str = 'CONFIG_NAME = "train"\n') -> Path:
@@ -43,8 +43,13 @@ def test_cpu_plan_passes_the_opt_in_switch_and_one_rank(tmp_path):
     structure, smoke, impact = plan(recipe, None, None, ["a.b=1"], "kit", conv, device_count=0)
     assert structure.options == []
     assert smoke.options == [
-        "--run-smoke", "--world-size", "1",
-        "--config-override", "model.compile.enabled=true", "--config-override", "a.b=1",
+        "--run-smoke",
+        "--world-size",
+        "1",
+        "--config-override",
+        "model.compile.enabled=true",
+        "--config-override",
+        "a.b=1",
     ]
     # the command for an accelerator machine keeps the conftest's default world size
     assert smoke.accelerator_options[:3] == ["--run-smoke", "--world-size", "8"] and smoke.opt_in
@@ -90,7 +95,8 @@ def test_no_config_override_blocks_the_smoke(tmp_path):
 
 def test_computed_option_names_fall_back_to_passing_what_was_asked(tmp_path):
     recipe = make_recipe(
-        tmp_path, "NAMES = ['--world-size']\ndef pytest_addoption(parser):\n    for n in NAMES:\n        parser.addoption(n)\n"
+        tmp_path,
+        "NAMES = ['--world-size']\ndef pytest_addoption(parser):\n    for n in NAMES:\n        parser.addoption(n)\n",
     )
     conv = conventions.read(recipe, tmp_path)
     assert not conv.known and conv.dynamic

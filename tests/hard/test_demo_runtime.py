@@ -40,7 +40,17 @@ def run_pytest(recipe_root: Path, test: str, tmp_path: Path, *options: str):
     junit = tmp_path / f"junit-{Path(test).stem}.xml"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TOOLS), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(recipe_root / test), "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *options],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(recipe_root / test),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            *options,
+        ],
         cwd=recipe_root.parents[1],
         env=env,
         capture_output=True,
@@ -55,7 +65,12 @@ def test_end_to_end_vlm_kit_json(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert rc == 0, json.dumps(data["layers"], indent=1)[-3000:]
     assert data["verdict"] == "passed"
-    assert [layer["name"] for layer in data["layers"]] == ["soft", "structure", "smoke", "impact:test_compile_parity.py"]
+    assert [layer["name"] for layer in data["layers"]] == [
+        "soft",
+        "structure",
+        "smoke",
+        "impact:test_compile_parity.py",
+    ]
     assert all(layer["status"] == "passed" for layer in data["layers"])
     env = data["environment"]
     assert env["cpu_only"] and env["label"] == "cpu-only" and data["kind"] == "cpu-only runtime checks"
@@ -109,7 +124,9 @@ def test_recompile_limit_trap_fails_the_smoke_layer(tmp_path):
 def test_graph_break_budget_exceeded_fails_smoke(tmp_path):
     recipe = copy_recipe(tmp_path, "vlm_kit")
     write_recipe_tests(recipe, default_context("vlm_kit", "kit", graph_break_budget=0, recompile_budget=0))
-    proc, counts = run_pytest(recipe, "tests/test_smoke.py", tmp_path, "--config-override", "model.compile.enabled=true")
+    proc, counts = run_pytest(
+        recipe, "tests/test_smoke.py", tmp_path, "--config-override", "model.compile.enabled=true"
+    )
     assert proc.returncode == 1 and counts.failures == 1
     message = counts.messages[0]
     assert "exceed the budget 0" in message and "graph breaks" in message and "recompiles" in message

@@ -31,7 +31,9 @@ def repo_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = root / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     (Path(site) / "tool_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     probe = subprocess.run([str(python), "-c", "import model_compile"], capture_output=True, text=True)
@@ -62,7 +64,10 @@ def test_repo_venv_is_chosen_and_a_missing_dependency_is_not_a_failure(repo: Pat
     assert "the repository's own environment (.venv/" in env.interpreter_reason
     assert env.pytest and env.torch
     assert [(x.name, x.status) for x in report.layers] == [
-        ("soft", "passed"), ("structure", "not-run"), ("smoke", "not-run"), ("impact", "missing")
+        ("soft", "passed"),
+        ("structure", "not-run"),
+        ("smoke", "not-run"),
+        ("impact", "missing"),
     ]
     structure = layer(report, "structure")
     assert structure.reason.startswith(
@@ -98,10 +103,20 @@ def test_opt_in_smoke_refusing_cpu_is_not_run_with_the_accelerator_command(repo:
 
 
 def test_python_flag_wins_and_config_name_is_not_passed_when_unregistered(repo: Path, tmp_path: Path, capsys):
-    rc = main([
-        "validate", "--hard", str(repo / "recipes" / "needs_dep"), "--python", sys.executable,
-        "--config-name", "stage2", "--out", str(tmp_path / "o"), "--require-complete",
-    ])
+    rc = main(
+        [
+            "validate",
+            "--hard",
+            str(repo / "recipes" / "needs_dep"),
+            "--python",
+            sys.executable,
+            "--config-name",
+            "stage2",
+            "--out",
+            str(tmp_path / "o"),
+            "--require-complete",
+        ]
+    )
     text = capsys.readouterr().out
     assert f"interpreter: {sys.executable} - given with --python" in text
     assert "--config-name" not in next(ln for ln in text.splitlines() if "test_structure.py" in ln and "$" in ln)

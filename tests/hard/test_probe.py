@@ -34,7 +34,9 @@ def test_build_copies_runtime_and_is_importable_alone(tmp_path, monkeypatch):
         "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p and 'tools' not in p]; "
         "import model_compile, model_compile.runtime as r; print(model_compile.PROBE, r.RUNTIME_DIR_ENV)"
     )
-    out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(root)}, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(root)}, capture_output=True, text=True
+    )
     assert out.stdout.split() == ["True", "MODEL_COMPILE_RUNTIME_DIR"], out.stderr
     assert probe.build(tmp_path / "out") == root  # reused, not rebuilt
 
@@ -58,5 +60,7 @@ def test_used_only_when_the_recipe_tests_import_model_compile(tmp_path):
     (tmp_path / "tests" / "skills" / "x").mkdir(parents=True)
     (tmp_path / "tests" / "test_smoke.py").write_text("import torch\n")
     assert not probe.used_by(tmp_path)
-    (tmp_path / "tests" / "skills" / "x" / "asserts.py").write_text("def f():\n    from model_compile.runtime import dynamo_adapter\n")
+    (tmp_path / "tests" / "skills" / "x" / "asserts.py").write_text(
+        "def f():\n    from model_compile.runtime import dynamo_adapter\n"
+    )
     assert probe.used_by(tmp_path)

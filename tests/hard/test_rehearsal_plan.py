@@ -41,7 +41,9 @@ def test_family_from_name(name: str, family: str | None) -> None:
     assert family_from_name(name) == family
 
 
-def test_local_checkpoint_and_hub_cache_config_win_over_the_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_checkpoint_and_hub_cache_config_win_over_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     local = tmp_path / "ckpt"
     local.mkdir()
     (local / "config.json").write_text(json.dumps({"model_type": "qwen2_vl", "tie_word_embeddings": True}))
@@ -94,14 +96,21 @@ def test_mesh_wandb_and_workers_are_one_rank_offline(tmp_path: Path) -> None:
     for sub in ("configs", "engine"):
         (recipe / sub).mkdir(parents=True)
     (recipe / "configs" / "schema.py").write_text((RECIPES / "lm_blocks" / "configs" / "schema.py").read_text())
-    (recipe / "engine" / "r_engine.py").write_text((RECIPES / "lm_blocks" / "engine" / "lm_blocks_engine.py").read_text())
+    (recipe / "engine" / "r_engine.py").write_text(
+        (RECIPES / "lm_blocks" / "engine" / "lm_blocks_engine.py").read_text()
+    )
     (recipe / "configs" / "train.yaml").write_text(
         "model:\n  pretrained_model_name_or_path: Qwen/Qwen3-8B-Base\n  compile: {enabled: true, backend: inductor, mode: max-autotune}\n"
         "parallel:\n  mesh: {replicate: -1, shard: 8, tensor: 1}\nlog:\n  backends: [terminal, wandb]\ndata:\n  num_workers: 4\n"
         "optim:\n  mixed_precision: bf16\n"
     )
     p = plan(analyze_path(recipe).recipes[0], recipe, tmp_path / "repo", tmp_path / "out")
-    assert {"parallel.mesh.replicate=1", "parallel.mesh.shard=1", "log.backends=[terminal]", "data.num_workers=0"} <= set(p.overrides)
+    assert {
+        "parallel.mesh.replicate=1",
+        "parallel.mesh.shard=1",
+        "log.backends=[terminal]",
+        "data.num_workers=0",
+    } <= set(p.overrides)
     assert "parallel.mesh.tensor=1" not in p.overrides  # already one
     assert p.stage_reason == "the first stage that enables compile"
     assert p.spec["low_precision"] is True
@@ -154,7 +163,11 @@ def test_judge_fails_parity_limit_hits_and_nothing_compiled() -> None:
     assert ok.status == "passed"
     bad = _facts(grad_rel_err=3e-3, worst_grad="model.layers.0.mlp.up_proj.weight")
     rehearsal.judge(bad)
-    assert bad.status == "failed" and "gradients differ at step 0" in (bad.reason or "") and "up_proj" in (bad.reason or "")
+    assert (
+        bad.status == "failed"
+        and "gradients differ at step 0" in (bad.reason or "")
+        and "up_proj" in (bad.reason or "")
+    )
     hit = _facts(limit_hits=["torch._dynamo hit config.recompile_limit (8) function: 'forward'"])
     rehearsal.judge(hit)
     assert hit.status == "failed" and "recompile limit hit at step 0" in (hit.reason or "")

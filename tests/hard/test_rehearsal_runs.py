@@ -31,7 +31,9 @@ PY = sys.executable
 def test_per_block_compile_passes_with_parity_keys_and_every_block(tmp_path: Path) -> None:
     facts, env, command = standalone(RECIPES / "lm_blocks", PY, Options(steps=3), tmp_path)
     assert facts.status == "passed", facts.reason
-    assert facts.family == "qwen3" and facts.model_class == "Qwen3ForCausalLM" and facts.label == "cpu-only (tiny model)"
+    assert (
+        facts.family == "qwen3" and facts.model_class == "Qwen3ForCausalLM" and facts.label == "cpu-only (tiny model)"
+    )
     assert len(facts.steps) == 3 and all(s.loss_rel_err == 0.0 and s.grad_rel_err == 0.0 for s in facts.steps)
     assert facts.target_checks == ["'model.layers.*': 2 of 2 blocks compiled"]
     assert facts.keys["state_dict"].endswith("unchanged") and facts.keys["parameters"].endswith("unchanged")
@@ -54,14 +56,29 @@ def test_the_torch_compile_wrapper_fails_on_changed_keys(tmp_path: Path) -> None
     assert "state_dict keys changed" in (facts.reason or "") and "_orig_mod." in (facts.reason or "")
 
 
-def test_unknown_architecture_is_not_run_then_runs_with_model_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["rehearse", str(RECIPES / "lm_unknown"), "--python", PY, "--out", str(tmp_path / "a"), "--format", "json"])
+def test_unknown_architecture_is_not_run_then_runs_with_model_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["rehearse", str(RECIPES / "lm_unknown"), "--python", PY, "--out", str(tmp_path / "a"), "--format", "json"]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["status"] == "not-run" and "--model-config" in data["reason"]
     assert data["wall_s"] == 0.0  # nothing was started
     code = main(
-        ["rehearse", str(RECIPES / "lm_unknown"), "--python", PY, "--out", str(tmp_path / "b"), "--steps", "2",
-         "--model-config", str(FIXTURES / "mystery_config.json"), "--require-complete"]
+        [
+            "rehearse",
+            str(RECIPES / "lm_unknown"),
+            "--python",
+            PY,
+            "--out",
+            str(tmp_path / "b"),
+            "--steps",
+            "2",
+            "--model-config",
+            str(FIXTURES / "mystery_config.json"),
+            "--require-complete",
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("rehearsal: passed") and "--model-config" in out
@@ -78,7 +95,9 @@ def test_a_vlm_recipe_that_builds_from_its_fields_keeps_the_vision_tower_eager(t
     facts, _, _ = standalone(DEMO / "recipes" / "vlm_kit", PY, Options(steps=2), tmp_path)
     assert facts.family is None and facts.model_class == "Qwen2VLForConditionalGeneration"
     assert "`model.visual` kept eager (torch.compiler.disable)" in facts.target_checks
-    assert facts.path == "the recipe's compute_loss" and facts.steps and facts.steps[0].shape.startswith("2 rows padded")
+    assert (
+        facts.path == "the recipe's compute_loss" and facts.steps and facts.steps[0].shape.startswith("2 rows padded")
+    )
     assert all(s.loss_rel_err == 0.0 for s in facts.steps)
 
 

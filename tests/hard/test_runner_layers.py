@@ -48,7 +48,12 @@ def test_all_layers_pass_in_order_and_record_commands(tmp_path):
 
 def test_stops_at_first_failure_and_still_lists_later_layers(tmp_path):
     report = validate_hard(RECIPES / "structfail", out=tmp_path)
-    assert statuses(report) == [("soft", "passed"), ("structure", "failed"), ("smoke", "not-run"), ("impact", "missing")]
+    assert statuses(report) == [
+        ("soft", "passed"),
+        ("structure", "failed"),
+        ("smoke", "not-run"),
+        ("impact", "missing"),
+    ]
     assert "config has no model.compile section" in report.layers[1].reason
     smoke = report.layers[2]
     assert smoke.reason == "stopped after structure failed"
@@ -63,7 +68,11 @@ def test_soft_errors_stop_before_any_test(tmp_path):
     if soft.status == "unavailable":
         pytest.skip("static analysis not merged yet")
     assert statuses(report) == [
-        ("soft", "failed"), ("structure", "not-run"), ("rehearsal", "not-run"), ("smoke", "missing"), ("impact", "missing")
+        ("soft", "failed"),
+        ("structure", "not-run"),
+        ("rehearsal", "not-run"),
+        ("smoke", "missing"),
+        ("impact", "missing"),
     ]
     assert report.layers[1].reason == "stopped after soft failed" and report.layers[1].command
     assert soft.findings and all(f["severity"] == "error" for f in soft.findings)
@@ -178,10 +187,24 @@ def test_trace_summary_and_missing_tlparse(tmp_path, monkeypatch):
     out = tmp_path / "tl"
     (out / "-_0_1_0").mkdir(parents=True)
     (out / "-_0_1_0" / "recompile_reasons_9.json").write_text("0/0: tensor 'x' size mismatch\n")
-    (out / "compile_directory.json").write_text(json.dumps({
-        "[0/0]": {"artifacts": [{"name": "dynamo_output_graph_1.txt", "url": "a"}, {"name": "dynamo_graph_break_reason_2", "url": "b"}]},
-        "[0/1]": {"artifacts": [{"name": "dynamo_output_graph_5.txt", "url": "c"}, {"name": "recompile_reasons_9.json", "url": "-_0_1_0/recompile_reasons_9.json"}]},
-    }))
+    (out / "compile_directory.json").write_text(
+        json.dumps(
+            {
+                "[0/0]": {
+                    "artifacts": [
+                        {"name": "dynamo_output_graph_1.txt", "url": "a"},
+                        {"name": "dynamo_graph_break_reason_2", "url": "b"},
+                    ]
+                },
+                "[0/1]": {
+                    "artifacts": [
+                        {"name": "dynamo_output_graph_5.txt", "url": "c"},
+                        {"name": "recompile_reasons_9.json", "url": "-_0_1_0/recompile_reasons_9.json"},
+                    ]
+                },
+            }
+        )
+    )
     filled = trace.TraceSummary()
     trace._fill_counts(filled, out)
     assert (filled.compiles, filled.graph_breaks) == (2, 1)

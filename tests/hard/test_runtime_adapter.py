@@ -36,10 +36,18 @@ def test_budgets():
 
 
 def test_other_violations():
-    hit = record(recompile_limit={"limit": 2, "hit": True, "messages": ["torch._dynamo hit config.recompile_limit (2)"]})
+    hit = record(
+        recompile_limit={"limit": 2, "hit": True, "messages": ["torch._dynamo hit config.recompile_limit (2)"]}
+    )
     assert any("recompile_limit (2) hit" in v for v in rt.violations(hit, None, None))
-    assert any("ran eager" in v for v in rt.violations(record(executed={"measured": True, "step": 1, "compiled_region_events": 0}), None, None))
-    assert any("_orig_mod." in v for v in rt.violations(record(orig_mod_key_count=2, orig_mod_keys=["_orig_mod.a"]), None, None))
+    assert any(
+        "ran eager" in v
+        for v in rt.violations(record(executed={"measured": True, "step": 1, "compiled_region_events": 0}), None, None)
+    )
+    assert any(
+        "_orig_mod." in v
+        for v in rt.violations(record(orig_mod_key_count=2, orig_mod_keys=["_orig_mod.a"]), None, None)
+    )
     assert any("no compiled module" in v for v in rt.violations(record(compiled_module_count=0), None, None))
 
 

@@ -35,15 +35,30 @@ def test_signal_ends_every_group_and_writes_the_partial_report(tmp_path, sig):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tools"), "FIXTURE_PID_FILE": str(pid_file)}
     out = tmp_path / "out"
     tool = subprocess.Popen(
-        [sys.executable, "-m", "model_compile.cli", "validate", "--hard", str(SLEEPY), "--out", str(out),
-         "--format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "model_compile.cli",
+            "validate",
+            "--hard",
+            str(SLEEPY),
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal, not a background job
     )
     try:
         deadline = time.monotonic() + 90
         while not (pid_file.is_file() and pid_file.read_text().strip()):
-            assert tool.poll() is None and time.monotonic() < deadline, tool.stderr.read() if tool.poll() is not None else "no smoke"
+            assert tool.poll() is None and time.monotonic() < deadline, (
+                tool.stderr.read() if tool.poll() is not None else "no smoke"
+            )
             time.sleep(0.2)
         grandchild = int(pid_file.read_text())
         group = os.getpgid(grandchild)

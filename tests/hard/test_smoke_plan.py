@@ -113,7 +113,9 @@ def test_trace_that_records_nothing_says_why_and_the_summary_names_only_what_ran
 
     report = validate_hard(RECIPE, out=tmp_path, trace=True)
     assert report.trace is not None and report.trace.note
-    assert report.trace.note.startswith("--trace recorded nothing: smoke was not started (not-run: needs an accelerator")
+    assert report.trace.note.startswith(
+        "--trace recorded nothing: smoke was not started (not-run: needs an accelerator"
+    )
     text = to_text(report)
     assert "tracing, graph breaks, recompiles" not in text
     assert "CPU-only runtime checks (structure, impact:test_impact.py; measured: parity on CPU)" in text

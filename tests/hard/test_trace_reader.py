@@ -16,7 +16,12 @@ def line(obj: dict, payload: str | None = None, pid: int = 4242) -> str:
 
 
 def metrics(frame: int, attempt: int, **extra) -> dict:
-    body = {"co_name": "step", "co_filename": "/r/test_smoke.py", "co_firstlineno": 16, "compile_id": f"{frame}/{attempt}"}
+    body = {
+        "co_name": "step",
+        "co_filename": "/r/test_smoke.py",
+        "co_firstlineno": 16,
+        "compile_id": f"{frame}/{attempt}",
+    }
     body.update(extra)
     return {"compilation_metrics": body, "frame_id": frame, "frame_compile_id": attempt, "rank": 1}
 
@@ -37,15 +42,31 @@ def test_one_rank_breaks_recompiles_limit_and_time(tmp_path: Path):
         + line({"dynamo_start": {"stack": []}, "frame_id": 0, "rank": 1})
         + line({"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"}, "rank": 1}, BREAK)
         + line(metrics(0, 0, entire_frame_compile_time_s=0.5))
-        + line({"artifact": {"name": "recompile_reasons", "encoding": "json"}}, '["0/0: tensor \'x\' size mismatch"]')
-        + line(metrics(0, 1, entire_frame_compile_time_s=0.25, recompile_reason="0/0: tensor 'x' size mismatch  at index 0"))
-        + line({"compilation_metrics": {"co_name": None, "fail_type": "Unsupported", "compile_id": "0/2",
-                "fail_reason": "Dynamo recompile limit exceeded\n  Explanation: ...",
-                "recompile_reason": "0/1: tensor 'x' size mismatch"}, "frame_id": 0, "frame_compile_id": 2})
+        + line({"artifact": {"name": "recompile_reasons", "encoding": "json"}}, "[\"0/0: tensor 'x' size mismatch\"]")
+        + line(
+            metrics(
+                0, 1, entire_frame_compile_time_s=0.25, recompile_reason="0/0: tensor 'x' size mismatch  at index 0"
+            )
+        )
+        + line(
+            {
+                "compilation_metrics": {
+                    "co_name": None,
+                    "fail_type": "Unsupported",
+                    "compile_id": "0/2",
+                    "fail_reason": "Dynamo recompile limit exceeded\n  Explanation: ...",
+                    "recompile_reason": "0/1: tensor 'x' size mismatch",
+                },
+                "frame_id": 0,
+                "frame_compile_id": 2,
+            }
+        )
         + "not a record line\n"
     )
     (trace / "dedicated_log_torch_trace_abc.log").write_text(text)
-    (trace / "dedicated_log_torch_trace_empty.log").write_text(line({"artifact": {"name": "torch_version"}}, "{}", pid=7))
+    (trace / "dedicated_log_torch_trace_empty.log").write_text(
+        line({"artifact": {"name": "torch_version"}}, "{}", pid=7)
+    )
     summary = read_trace(trace)
     (rank,) = summary.ranks  # the log without compiles is left out
     assert rank.rank == "rank 1"
@@ -74,13 +95,24 @@ def test_gaps_come_from_the_trace_when_the_recipe_has_no_runtime_record():
     trace = TraceSummary(
         ranks=[
             RankTrace(rank="1", log="b.log", graph_breaks=["m.py:9: x"]),
-            RankTrace(rank="0", log="a.log", graph_breaks=["m.py:3: .item()", "m.py:5: print"],
-                      recompiles=["0/1: tensor 'x' size mismatch"], recompile_limit_hits=["f"]),
+            RankTrace(
+                rank="0",
+                log="a.log",
+                graph_breaks=["m.py:3: .item()", "m.py:5: print"],
+                recompiles=["0/1: tensor 'x' size mismatch"],
+                recompile_limit_hits=["f"],
+            ),
         ]
     )
-    report = HardReport(version="0", kind="cpu-only runtime checks", recipe="r", repo_root="/", out_dir="/o",
-                        environment=Environment(python="3.12", executable="/p", label="cpu-only", cpu_only=True),
-                        traces={"smoke": trace})
+    report = HardReport(
+        version="0",
+        kind="cpu-only runtime checks",
+        recipe="r",
+        repo_root="/",
+        out_dir="/o",
+        environment=Environment(python="3.12", executable="/p", label="cpu-only", cpu_only=True),
+        traces={"smoke": trace},
+    )
     gaps = find_gaps(report)
     assert any(g.startswith("2 graph breaks [smoke, rank 0 of 2 (TORCH_TRACE)]") for g in gaps), gaps
     assert any(g.startswith("1 recompiles [smoke, rank 0") for g in gaps)

@@ -99,8 +99,12 @@ def cli_subprocess(*argv: str, cwd: Path | None = None, timeout: float = 60) -> 
     """`model-compile ARGV` in a fresh interpreter (for crashes and hangs), under a wall-clock limit."""
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     return subprocess.run(
-        [sys.executable, "-m", "model_compile.cli", *argv], capture_output=True, text=True, env=env,
-        cwd=cwd or ROOT, timeout=timeout,
+        [sys.executable, "-m", "model_compile.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or ROOT,
+        timeout=timeout,
     )
 
 

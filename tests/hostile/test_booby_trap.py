@@ -41,7 +41,9 @@ def test_no_static_command_springs_the_trap(trap):
     def run(*argv: str) -> int:
         proc = cli_subprocess(*argv, cwd=trap, timeout=120)  # cwd: where `touch TRIGGERED` would land
         assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
-        assert not marker.exists(), f"`model-compile {' '.join(argv)}` imported or ran target code: {marker.read_text()}"
+        assert not marker.exists(), (
+            f"`model-compile {' '.join(argv)}` imported or ran target code: {marker.read_text()}"
+        )
         return proc.returncode
 
     assert run("inspect", str(trap), "--format", "json") == 0
@@ -52,7 +54,10 @@ def test_no_static_command_springs_the_trap(trap):
     (trap / RECIPE / "configs" / "evil.yaml").unlink()
     commit_all(trap, "without evil.yaml")
     assert run("generate", recipe, "--format", "json") == 0
-    assert run("generate", recipe, "--path", "regional", "--target", "model.layers", "--reason", "blocks are the hot path") == 0
+    assert (
+        run("generate", recipe, "--path", "regional", "--target", "model.layers", "--reason", "blocks are the hot path")
+        == 0
+    )
     assert run("generate", recipe, "--write") in (0, 1)
     assert "apply_model_compile" in (trap / RECIPE / "engine" / "trap_engine.py").read_text()
     proc = cli_subprocess("diff", str(trap), "--format", "json", cwd=trap, timeout=120)

@@ -129,9 +129,23 @@ def test_really_unreadable_files_as_another_user():
                 os.chmod(os.path.join(dirpath, name), 0o644)
         os.chmod(root / ENGINE, 0o000)
         proc = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
-             "model_compile.cli", "validate", str(root), "--format", "json"],
-            capture_output=True, text=True, timeout=60, cwd="/",
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                sys.executable,
+                "-m",
+                "model_compile.cli",
+                "validate",
+                str(root),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
             env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"},
         )
     finally:

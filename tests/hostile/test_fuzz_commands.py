@@ -35,11 +35,18 @@ from model_compile.rules.base import Example
 from model_compile.rules.scaffold import SCHEMA, STAGE, engine_text, example_files
 
 settings.register_profile(
-    "ci", max_examples=20, deadline=None, derandomize=True, database=None,
+    "ci",
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
-    "thorough", max_examples=300, deadline=None, database=None,
+    "thorough",
+    max_examples=300,
+    deadline=None,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = settings.get_profile(os.environ.get("MODEL_COMPILE_FUZZ_PROFILE", "ci"))
@@ -76,7 +83,18 @@ STEPS = [
 ]
 BROKEN = ["global model", "model = (", "if :", "return return", "\tmodel = 1", "await model", "x = 1 +"]
 FILE_KINDS = [
-    "text", "crlf", "bom", "latin1", "binary", "empty", "fifo", "devzero", "outside", "dangling", "folder", "huge",
+    "text",
+    "crlf",
+    "bom",
+    "latin1",
+    "binary",
+    "empty",
+    "fifo",
+    "devzero",
+    "outside",
+    "dangling",
+    "folder",
+    "huge",
     "readonly",
 ]
 SIDE_KINDS = ["none", "fifo", "devzero", "binary", "bad_syntax", "huge", "crlf"]
@@ -206,9 +224,14 @@ def test_static_commands_hold_the_contract(body: str, with_compile: bool, file_k
         code, out, err = cli("generate", recipe, "--write", "--force", "--format", "json")
         check_contract(code, out, err, "generate --write")
         assert not leftovers(root), leftovers(root)
-        event(f"generate --write: exit {code}" + (f" ({'changed' if json.loads(out)['changed'] else 'no-op'})" if code != 2 else ""))
+        event(
+            f"generate --write: exit {code}"
+            + (f" ({'changed' if json.loads(out)['changed'] else 'no-op'})" if code != 2 else "")
+        )
         if code == 2:
-            why = next((w for w in ("cannot parse", "cannot be read", "nested", "not UTF-8", "binary") if w in err), "other")
+            why = next(
+                (w for w in ("cannot parse", "cannot be read", "nested", "not UTF-8", "binary") if w in err), "other"
+            )
             event(f"generate --write refused: {why}")
             assert tree_state(root) == before, f"a refused write changed the tree: {err}"
             return

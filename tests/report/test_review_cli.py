@@ -74,7 +74,13 @@ def test_outside_git_and_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out_dir = tmp_path / "out"
     code, out, err = _review(capsys, str(repo), "--format", "sarif", "--out", str(out_dir))
     assert code == 0
-    assert sorted(p.name for p in out_dir.iterdir()) == ["annotations.txt", "report.json", "report.md", "report.sarif", "report.txt"]
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "annotations.txt",
+        "report.json",
+        "report.md",
+        "report.sarif",
+        "report.txt",
+    ]
     log = json.loads(out)
     assert log["version"] == "2.1.0" and log["runs"][0]["results"]
     assert all(r["partialFingerprints"]["modelCompile/v1"] for r in log["runs"][0]["results"])
@@ -103,7 +109,14 @@ def test_sarif_baseline_and_suppressions() -> None:
     common = {"severity": "error", "file": "k.py", "fix": "f", "message": "m"}
     new = ReportFinding(rule="MC404", line=3, status="new", code="a", **common)
     old = ReportFinding(rule="MC401", line=9, status="existing", code="b", **common)
-    quiet = ReportFinding(rule="MC103", line=5, status="existing", code="c", suppressed=Suppressed(justification="why", file="k.py", line=4), **common)
+    quiet = ReportFinding(
+        rule="MC103",
+        line=5,
+        status="existing",
+        code="c",
+        suppressed=Suppressed(justification="why", file="k.py", line=4),
+        **common,
+    )
     results = sarif_log(_report_with([new, old, quiet]))["runs"][0]["results"]
     by_rule = {r["ruleId"]: r for r in results}
     assert by_rule["MC404"]["baselineState"] == "new" and by_rule["MC401"]["baselineState"] == "unchanged"
@@ -124,8 +137,11 @@ def test_hard_layers_not_reached_are_listed_with_commands(tmp_path: Path) -> Non
     }
     facts = read_hard(stopped, recipe, "kit")
     assert [(r.name, r.status) for r in facts.layers] == [
-        ("soft", "failed"), ("structure", "not-reached"), ("rehearsal", "not-reached"), ("smoke", "not-reached"),
-        ("impact:test_compile_parity.py", "not-reached")
+        ("soft", "failed"),
+        ("structure", "not-reached"),
+        ("rehearsal", "not-reached"),
+        ("smoke", "not-reached"),
+        ("impact:test_compile_parity.py", "not-reached"),
     ]
     assert all(r.command and " -m pytest " in r.command for r in facts.layers[1:] if r.name != "rehearsal")
     rehearsal = next(r for r in facts.layers if r.name == "rehearsal")

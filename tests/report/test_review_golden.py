@@ -70,7 +70,8 @@ def test_cpu_only_hard_run(repo: Path) -> None:
     report = build_tree(analyze_path(recipe), recipe, hard={"vlm_kit": recorded}, soft_seconds=0.01)
     section = report.recipes[0]
     assert {r.where for r in section.validation if r.status == "passed" and r.name != "soft"} == {
-        "cpu-only", "cpu-only (tiny model)"
+        "cpu-only",
+        "cpu-only (tiny model)",
     }
     assert any(line.startswith("parity over 2 steps") for line in section.performance.rehearsal)
     perf = section.performance

@@ -27,7 +27,9 @@ def _clone_ahead(tmp_path: Path) -> Path:
     return clone
 
 
-def test_explicit_recipe_untouched_by_the_change_is_reviewed_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_explicit_recipe_untouched_by_the_change_is_reviewed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     clone = _clone_ahead(tmp_path)
     code, report = _json(capsys, str(clone / "recipes" / "vlm_kit"))
     assert code == 0 and report.verdict == "not validated", report.verdict_reason

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from git_helpers import git as run_git
 
-KIT = '''\
+KIT = """\
 import torch
 
 
@@ -24,9 +24,9 @@ class MLLMModelKit:
             visual.forward = torch.compiler.disable(visual.forward)
         model.compile(backend=backend, mode=mode)
         return model
-'''
+"""
 
-PARALLELIZE = '''\
+PARALLELIZE = """\
 from torch.distributed.fsdp import fully_shard
 
 
@@ -35,15 +35,15 @@ def parallelize_model(model, parallel_mesh=None, backend_kwargs=None):
         fully_shard(block)
     fully_shard(model)
     return model
-'''
+"""
 
-ENGINE_BASE = '''\
+ENGINE_BASE = """\
 class Engine:
     def before_train(self):
         self.model = self.prepare_model()
-'''
+"""
 
-SCHEMA = '''\
+SCHEMA = """\
 from typing import Literal
 
 from pydantic import BaseModel
@@ -62,9 +62,9 @@ class ModelConfig(BaseModel):
 
 class {cls}Config(BaseModel):
     model: ModelConfig = ModelConfig()
-'''
+"""
 
-SCHEMA_NO_COMPILE = '''\
+SCHEMA_NO_COMPILE = """\
 from pydantic import BaseModel
 
 
@@ -74,23 +74,25 @@ class ModelConfig(BaseModel):
 
 class {cls}Config(BaseModel):
     model: ModelConfig = ModelConfig()
-'''
+"""
 
-YAML = '''\
+YAML = """\
 model:
   path: /models/tiny
   compile:
     enabled: {enabled}
     backend: inductor
     mode: default
-'''
+"""
 
-YAML_NO_COMPILE = '''\
+YAML_NO_COMPILE = """\
 model:
   path: /models/tiny
-'''
+"""
 
-_BUILD = "        model = self.model_kit.build_model(self.config.model.path, torch_dtype=torch.bfloat16).to(self.device)\n"
+_BUILD = (
+    "        model = self.model_kit.build_model(self.config.model.path, torch_dtype=torch.bfloat16).to(self.device)\n"
+)
 _CKPT = (
     "        if self.config.model.gradient_checkpointing.enabled:\n"
     "            model = self.model_kit.apply_gradient_checkpointing(model, use_reentrant=False)\n"
@@ -120,7 +122,11 @@ def engine(cls: str, compile_at: str | None = "before_wrap") -> str:
     if compile_at == "before_wrap":
         body += _COMPILE + "        return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
     elif compile_at == "after_wrap":
-        body += "        model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n" + _COMPILE + "        return model\n"
+        body += (
+            "        model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+            + _COMPILE
+            + "        return model\n"
+        )
     else:
         body += "        return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
     return head + body

@@ -37,7 +37,12 @@ def test_json_contract_and_exit_1_on_new_error(tmp_path, capsys):
         assert key in out
     assert out["head"] == {"rev": "working tree", "commit": None}
     (f,) = out["new"]
-    assert (f["file"], f["line"], f["side"], f["on_changed_line"]) == ("recipes/vlm/engine/vlm_engine.py", 22, "head", True)
+    assert (f["file"], f["line"], f["side"], f["on_changed_line"]) == (
+        "recipes/vlm/engine/vlm_engine.py",
+        22,
+        "head",
+        True,
+    )
 
 
 def test_text_and_markdown_exit_0(tmp_path, capsys):

@@ -34,7 +34,16 @@ def fake_analyze(tree, recipes):
             for i, line in enumerate(text.splitlines(), 1):
                 if "# ERR" in line:
                     r.findings.append(
-                        Finding(rule="FK001", severity="error", file=path, line=i, message="marked", fix="-", recipe=name, code=line.strip())
+                        Finding(
+                            rule="FK001",
+                            severity="error",
+                            file=path,
+                            line=i,
+                            message="marked",
+                            fix="-",
+                            recipe=name,
+                            code=line.strip(),
+                        )
                     )
         report.recipes.append(r)
     return report
@@ -54,7 +63,12 @@ def _state(root):
         if ".git" not in p.parts and p.is_file():
             files[str(p)] = hashlib.sha1(p.read_bytes()).hexdigest()
     index = (root / ".git" / "index").read_bytes()
-    return git(root, "rev-parse", "HEAD"), hashlib.sha1(index).hexdigest(), git(root, "--no-optional-locks", "status", "--porcelain"), files
+    return (
+        git(root, "rev-parse", "HEAD"),
+        hashlib.sha1(index).hexdigest(),
+        git(root, "--no-optional-locks", "status", "--porcelain"),
+        files,
+    )
 
 
 def test_gittree_reads_blobs_without_checkout(tmp_path):
@@ -166,7 +180,7 @@ def test_kit_change_reaches_every_kit_recipe(tmp_path):
     root = _repo(tmp_path)
     c0 = git(root, "rev-parse", "HEAD")
     kit = root / "pkg/kit/mllm/model.py"
-    kit.write_text(kit.read_text().replace("model.compile(", "model = torch.compile(model, ") )
+    kit.write_text(kit.read_text().replace("model.compile(", "model = torch.compile(model, "))
     c1 = commit(root, "kit")
     rep = review(root, base=c0, head=c1, analyze=fake_analyze)
     assert rep.kit_changed and rep.kit_files == ["pkg/kit/mllm/model.py"]

@@ -40,7 +40,14 @@ def history(tmp_path_factory):
     c["delete"] = commit(root, "delete llm")
     (root / "recipes/vlm/README.md").write_text("# vlm\n\nNow with more words.\n")
     c["readme"] = commit(root, "docs")
-    write(root, {"pkg/kit/mllm/model.py": KIT.replace("model.compile(backend=backend, mode=mode)", "model = torch.compile(model, backend=backend, mode=mode)")})
+    write(
+        root,
+        {
+            "pkg/kit/mllm/model.py": KIT.replace(
+                "model.compile(backend=backend, mode=mode)", "model = torch.compile(model, backend=backend, mode=mode)"
+            )
+        },
+    )
     c["kit"] = commit(root, "kit: wrapper compile")
     return root, c
 
@@ -166,7 +173,9 @@ def test_diff_leaves_worktree_index_and_head_alone(tmp_path):
     files = base_files()
     files.update(recipe_files("vlm"))
     root = init_repo(tmp_path / "repo", files)
-    write(root, {"recipes/vlm/engine/vlm_engine.py": engine("Vlm", "after_wrap"), "recipes/vlm/model/new.py": "x = 1\n"})
+    write(
+        root, {"recipes/vlm/engine/vlm_engine.py": engine("Vlm", "after_wrap"), "recipes/vlm/model/new.py": "x = 1\n"}
+    )
     git(root, "add", "recipes/vlm/model/new.py")
     (root / "recipes/vlm/README.md").unlink()
     before = _snapshot(root)

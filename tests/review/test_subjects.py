@@ -67,7 +67,10 @@ def test_one_line_per_change_and_dead_default(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     base = git(root, "rev-parse", "HEAD")
     eng = root / "recipes/vlm/engine/vlm_engine.py"
-    text = eng.read_text().replace("model = self.model_kit.apply_model_compile(\n                model,", "net = model\n            model = self.model_kit.apply_model_compile(\n                net,")
+    text = eng.read_text().replace(
+        "model = self.model_kit.apply_model_compile(\n                model,",
+        "net = model\n            model = self.model_kit.apply_model_compile(\n                net,",
+    )
     eng.write_text(text)
     schema = root / "recipes/vlm/configs/schema.py"
     schema.write_text(schema.read_text().replace('] = "default"', '] = "max-autotune"'))

@@ -8,7 +8,16 @@ from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
 from model_compile.rules.finding import Finding
 
-__all__ = ["analyze_path", "analyze_tree", "review_recipe", "review_files", "InputError", "Report", "RecipeReport", "Finding"]
+__all__ = [
+    "analyze_path",
+    "analyze_tree",
+    "review_recipe",
+    "review_files",
+    "InputError",
+    "Report",
+    "RecipeReport",
+    "Finding",
+]
 
 
 def review_files(files: dict[str, str | bytes]) -> Report:

@@ -70,9 +70,7 @@ def default_dest(repo: Path) -> Path:
         return names["model"] / SKILL
     if len(grouped) == 1:
         return grouped[0] / SKILL
-    raise InputError(
-        f"{skills} groups its skills ({', '.join(sorted(names))}): pass --dest skills/<group>/{SKILL}"
-    )
+    raise InputError(f"{skills} groups its skills ({', '.join(sorted(names))}): pass --dest skills/<group>/{SKILL}")
 
 
 @dataclass
@@ -138,8 +136,11 @@ def install(repo: Path, dest: Path | None = None, force: bool = False, source: P
             conflicts.append(rel)
     if conflicts and not force:
         many = len(conflicts) > 1
-        why = (f"differ{'' if many else 's'} from what install-skill wrote" if installed
-               else f"{'were' if many else 'was'} not written by install-skill")
+        why = (
+            f"differ{'' if many else 's'} from what install-skill wrote"
+            if installed
+            else f"{'were' if many else 'was'} not written by install-skill"
+        )
         raise InputError(
             f"{target}: {', '.join(conflicts)} {why} (local edits?): nothing written; pass --force to overwrite them"
         )
@@ -148,7 +149,8 @@ def install(repo: Path, dest: Path | None = None, force: bool = False, source: P
         writes[rel] = files[rel]
     if target.is_dir():
         result.kept = sorted(
-            p.relative_to(target).as_posix() for p in target.rglob("*")
+            p.relative_to(target).as_posix()
+            for p in target.rglob("*")
             if p.is_file() and p.name != MANIFEST and p.relative_to(target).as_posix() not in files
         )
     for rel, data in writes.items():

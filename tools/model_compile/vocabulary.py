@@ -34,6 +34,7 @@ def is_doc_kind(word: str) -> TypeGuard[DocKind]:
     """Is `word` one of DOC_KINDS?"""
     return word in DOC_KINDS
 
+
 # How a recipe compiles, as reports name it.
 CompilePath = Literal[
     "kit",

@@ -34,8 +34,12 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
-    p = sub.add_parser(name, help=help_text, description=help_text,
-                       epilog="Exit codes: 0 ok or nothing to change, 1 soft validation errors after writing, 2 input error.")
+    p = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog="Exit codes: 0 ok or nothing to change, 1 soft validation errors after writing, 2 input error.",
+    )
     p.add_argument("recipe", type=Path, help="recipe folder (recipes/<name>)")
     p.add_argument("--path", choices=GENERATE_PATHS, default="kit", help="kit (default) or a documented fallback")
     p.add_argument("--target", help="submodule / disabled region / block list (default: inferred statically)")
@@ -43,18 +47,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument("--backend", choices=BACKENDS, help="config default backend (inductor); with --enable: set it")
     p.add_argument("--mode", choices=MODES, help="config default mode (default); with --enable: set it")
     p.add_argument(
-        "--enable", nargs="+", metavar="STAGE", default=[],
+        "--enable",
+        nargs="+",
+        metavar="STAGE",
+        default=[],
         help="turn compile on in these stage YAMLs (configs/<STAGE>.yaml) of a recipe that already compiles; "
         "needs --reason (the intent note MC203 asks for)",
     )
     p.add_argument("--disable", nargs="+", metavar="STAGE", default=[], help="turn compile off in these stage YAMLs")
     p.add_argument("--write", action="store_true", help="apply the edit (default: print the diff)")
     p.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="write even over files with uncommitted changes, and replace the recipe's own test files",
     )
     p.add_argument(
-        "--switch", action="store_true",
+        "--switch",
+        action="store_true",
         help="replace a recipe's existing kit/fallback compile wiring by the requested --path/--target",
     )
     p.add_argument("--templates", type=Path, help="template override folder (missing ones fall back to built-ins)")
@@ -73,13 +82,21 @@ def run(args: argparse.Namespace) -> int:
         if args.path != "kit" or args.target or args.switch:
             raise InputError("--enable/--disable edit stage YAMLs only: drop --path, --target and --switch")
         plan = build_stage_plan(
-            StageOptions(args.recipe, args.enable, args.disable, backend=args.backend, mode=args.mode, reason=args.reason)
+            StageOptions(
+                args.recipe, args.enable, args.disable, backend=args.backend, mode=args.mode, reason=args.reason
+            )
         )
     else:
         opts = Options(
-            recipe=args.recipe, path=args.path, target=args.target, reason=args.reason,
-            backend=args.backend or "inductor", mode=args.mode or "default", templates=args.templates,
-            switch=args.switch, force=args.force,
+            recipe=args.recipe,
+            path=args.path,
+            target=args.target,
+            reason=args.reason,
+            backend=args.backend or "inductor",
+            mode=args.mode or "default",
+            templates=args.templates,
+            switch=args.switch,
+            force=args.force,
         )
         plan = build_plan(opts)
     changed = plan.changed
@@ -116,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
             "already_wired": plan.already_wired,
             "written": written,
             "files": [
-                {"path": c.rel, "status": "created" if c.old is None else "modified", "hunks": apply.hunks(diffs[c.rel])}
+                {
+                    "path": c.rel,
+                    "status": "created" if c.old is None else "modified",
+                    "hunks": apply.hunks(diffs[c.rel]),
+                }
                 for c in changed
             ],
             "snippets": plan.snippets,

@@ -18,7 +18,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
     p.add_argument("repo", metavar="REPO", type=Path, help="the repository to install into")
     p.add_argument(
-        "--dest", metavar="PATH", type=Path,
+        "--dest",
+        metavar="PATH",
+        type=Path,
         help="skill folder, relative to REPO (default: next to REPO's other skills, e.g. skills/<group>/model-compile)",
     )
     p.add_argument("--force", action="store_true", help="overwrite files edited since they were installed")
@@ -33,16 +35,24 @@ def run(args: argparse.Namespace) -> int:
     result = install(args.repo, args.dest, force=args.force)
     if args.format == "json":
         data = {
-            "dest": str(result.dest), "created": result.created, "updated": result.updated,
-            "unchanged": result.unchanged, "overwritten": result.overwritten, "kept": result.kept,
+            "dest": str(result.dest),
+            "created": result.created,
+            "updated": result.updated,
+            "unchanged": result.unchanged,
+            "overwritten": result.overwritten,
+            "kept": result.kept,
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return 0
     changed = len(result.created) + len(result.updated) + len(result.overwritten)
     head = f"installed the model-compile skill into {result.dest}" if changed else f"{result.dest}: already current"
     sys.stdout.write(head + "\n")
-    for title, items in (("created", result.created), ("updated", result.updated),
-                         ("overwritten (--force)", result.overwritten), ("kept (not shipped by the skill)", result.kept)):
+    for title, items in (
+        ("created", result.created),
+        ("updated", result.updated),
+        ("overwritten (--force)", result.overwritten),
+        ("kept (not shipped by the skill)", result.kept),
+    ):
         for rel in items:
             sys.stdout.write(f"  {title}: {rel}\n")
     if result.unchanged and changed:

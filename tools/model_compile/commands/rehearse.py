@@ -16,11 +16,21 @@ from pathlib import Path
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("path", metavar="RECIPE", help="one recipe folder")
-    p.add_argument("--config-name", help="stage config to rehearse, without .yaml (default: the first that enables compile)")
-    p.add_argument("--python", metavar="PATH", help="the repository's interpreter (default: its .venv/ or venv/, else an active env)")
-    p.add_argument("--backend", help="compile backend (default: the stage's; aot_eager on CPU when the stage says inductor)")
+    p.add_argument(
+        "--config-name", help="stage config to rehearse, without .yaml (default: the first that enables compile)"
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the repository's interpreter (default: its .venv/ or venv/, else an active env)",
+    )
+    p.add_argument(
+        "--backend", help="compile backend (default: the stage's; aot_eager on CPU when the stage says inductor)"
+    )
     p.add_argument("--steps", type=int, default=10, help="steps, each with another shape (default 10)")
-    p.add_argument("--model-config", metavar="PATH", help="a config.json of the architecture, when its name is not recognised")
+    p.add_argument(
+        "--model-config", metavar="PATH", help="a config.json of the architecture, when its name is not recognised"
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole rehearsal (default 900)")
     p.add_argument("--out", metavar="DIR", help="where the spec, the record, the log and the trace go")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -39,10 +49,17 @@ def run(args: argparse.Namespace) -> int:
         model_config=Path(args.model_config) if args.model_config else None,
         timeout_s=float(args.timeout),
     )
-    facts, environment, command = standalone(Path(args.path), args.python, options, Path(args.out) if args.out else None)
+    facts, environment, command = standalone(
+        Path(args.path), args.python, options, Path(args.out) if args.out else None
+    )
     if args.format == "json":
-        data = {"tool": "model-compile", "command": "rehearse", "rerun": command, "environment": environment.model_dump(),
-                **facts.model_dump()}
+        data = {
+            "tool": "model-compile",
+            "command": "rehearse",
+            "rerun": command,
+            "environment": environment.model_dump(),
+            **facts.model_dump(),
+        }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(text(facts, command))

@@ -28,14 +28,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         epilog="Exit codes: 0 no new error finding (and no failed layer), 1 error findings introduced or a "
         "runtime layer failed, 2 unusable input.",
     )
-    p.add_argument("path", metavar="PATH", nargs="?", default=".", help="repository root or one recipe folder (default: .)")
+    p.add_argument(
+        "path", metavar="PATH", nargs="?", default=".", help="repository root or one recipe folder (default: .)"
+    )
     p.add_argument("--base", metavar="REV", help="base revision (default: HEAD if dirty, else merge base with main)")
     p.add_argument("--head", metavar="REV", help="head revision (default: the working tree)")
     p.add_argument("--hard", action="store_true", help="also run the runtime layers (structure, smoke, impact)")
-    p.add_argument("--python", metavar="PATH", help="interpreter of the repository's environment for the runtime layers")
+    p.add_argument(
+        "--python", metavar="PATH", help="interpreter of the repository's environment for the runtime layers"
+    )
     p.add_argument("--trace", action="store_true", help="with --hard: record TORCH_TRACE in the smoke run")
     p.add_argument(
-        "--format", choices=FORMATS, default="markdown",
+        "--format",
+        choices=FORMATS,
+        default="markdown",
         help="markdown (default; PR comments, --out), text (compact: terminals and agents), json, sarif, github",
     )
     p.add_argument("--out", metavar="DIR", help="also write every format (and trace summaries) into DIR")
@@ -53,8 +59,13 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: not a directory")
     report = review_path(
-        Path(args.path), base=args.base, head=args.head, hard=args.hard, python=args.python,
-        trace=args.trace, out=out.resolve() if out else None,
+        Path(args.path),
+        base=args.base,
+        head=args.head,
+        hard=args.hard,
+        python=args.python,
+        trace=args.trace,
+        out=out.resolve() if out else None,
     )
     if out is not None:
         written = write_all(report, out)

@@ -26,8 +26,16 @@ def run(args: argparse.Namespace) -> int:
         rules = [RULES_BY_ID[args.rule.upper()]]
     if args.format == "json":
         data = [
-            {"id": r.id, "severity": r.severity, "title": r.title, "what": r.what, "why": r.why,
-             "example": r.example, "use_instead": r.use_instead, "fix": r.fix}
+            {
+                "id": r.id,
+                "severity": r.severity,
+                "title": r.title,
+                "what": r.what,
+                "why": r.why,
+                "example": r.example,
+                "use_instead": r.use_instead,
+                "fix": r.fix,
+            }
             for r in rules
         ]
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
@@ -37,5 +45,7 @@ def run(args: argparse.Namespace) -> int:
         for r in rules:
             sys.stdout.write(f"{r.id}  {r.severity:<7}  {r.title}\n")
             if args.rule:
-                sys.stdout.write(f"\n{r.what}\n\nWhy: {r.why}\n\nExample:\n{r.example}\n\nUse instead:\n{r.use_instead}\n")
+                sys.stdout.write(
+                    f"\n{r.what}\n\nWhy: {r.why}\n\nExample:\n{r.example}\n\nUse instead:\n{r.use_instead}\n"
+                )
     return 0

@@ -11,7 +11,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     """Register `schema`."""
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument(
-        "report", nargs="?", choices=("soft", "review"), default="soft",
+        "report",
+        nargs="?",
+        choices=("soft", "review"),
+        default="soft",
         help="soft: inspect / validate --soft (default, references/report.schema.json); "
         "review: the review report (references/review.schema.json)",
     )

@@ -48,7 +48,9 @@ def group_files(tree: SourceTree) -> dict[str, list[str]]:
 
 def find_recipes(tree: SourceTree, single_name: str | None = None) -> list[RecipeLocation]:
     """Recipes under `recipes/`, or the tree itself when it is one recipe."""
-    names = {name for name, files in group_files(tree).items() if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)}
+    names = {
+        name for name, files in group_files(tree).items() if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)
+    }
     # A recipe folder (or its engine/configs) that cannot be listed is still a recipe: its
     # context reports the folder as unreadable instead of the recipe dropping out of the list.
     for folder in unlisted_of(tree):

@@ -65,9 +65,7 @@ class MemoryTree:
     """A tree held in a dict: rule examples, tests, git blobs."""
 
     def __init__(self, files: dict[str, str | bytes]):
-        self._files = {
-            str(PurePosixPath(k)): (v.encode() if isinstance(v, str) else v) for k, v in files.items()
-        }
+        self._files = {str(PurePosixPath(k)): (v.encode() if isinstance(v, str) else v) for k, v in files.items()}
 
     def files(self) -> list[str]:
         return sorted(self._files)
@@ -193,7 +191,7 @@ class DiskTree:
                 for dirpath, dirnames, filenames in os.walk(start, onerror=self._on_error, followlinks=False):
                     dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
                     # String prefixes, not Path.relative_to per folder: os.walk yields paths under `root`.
-                    rel = dirpath[len(root):].lstrip(os.sep).replace(os.sep, "/")
+                    rel = dirpath[len(root) :].lstrip(os.sep).replace(os.sep, "/")
                     out.extend(f"{rel}/{name}" if rel else name for name in filenames)
             self._files = sorted(set(out))
         return self._files

@@ -42,9 +42,7 @@ class Report(BaseModel):
     root: str = Field(description="the analysed PATH as given")
     kit: list[KitFacts] = Field(default_factory=list)
     recipes: list[RecipeReport] = Field(default_factory=list)
-    findings: list[Finding] = Field(
-        default_factory=list, description="findings outside any recipe (the shared kit)"
-    )
+    findings: list[Finding] = Field(default_factory=list, description="findings outside any recipe (the shared kit)")
 
     def all_findings(self) -> list[Finding]:
         """Kit findings then every recipe's, suppressed ones included."""

@@ -33,7 +33,9 @@ def selected_rules(settings: Settings) -> list[type[Rule]]:
     chosen -= _expand(settings.ignore, "ignore")
     for rule_id in settings.severity:
         if rule_id.upper() not in RULES_BY_ID:
-            raise InputError(f"[tool.model-compile] severity: {rule_id!r} is not a rule id (known: {', '.join(RULES_BY_ID)})")
+            raise InputError(
+                f"[tool.model-compile] severity: {rule_id!r} is not a rule id (known: {', '.join(RULES_BY_ID)})"
+            )
     return [r for r in ALL_RULES if r.id in chosen]
 
 
@@ -54,7 +56,11 @@ def apply_suppressions(findings: list[Finding], suppressions: list[Suppression])
     out = []
     for f in findings:
         hit = next(
-            (s for s in valid if s.file == f.file and f.line in (s.line, s.line + 1) and f.rule in s.rules and f.rule != "MC001"),
+            (
+                s
+                for s in valid
+                if s.file == f.file and f.line in (s.line, s.line + 1) and f.rule in s.rules and f.rule != "MC001"
+            ),
             None,
         )
         if hit is not None:

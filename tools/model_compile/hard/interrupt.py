@@ -95,9 +95,7 @@ def mark_interrupted(report: HardReport, signum: int) -> None:
     done = ", ".join(f"{layer.name} {layer.status}" for layer in report.layers) or "none"
     report.interrupted = name
     report.verdict = "incomplete"
-    report.summary = (
-        f"interrupted by {name}: the running layer's process group was ended; layers finished: {done}"
-    )
+    report.summary = f"interrupted by {name}: the running layer's process group was ended; layers finished: {done}"
     report.gaps.insert(0, f"interrupted by {name}: the layer that was running and every later one did not finish")
 
 

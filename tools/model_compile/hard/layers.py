@@ -150,7 +150,13 @@ def plan(
     impact_opts = [*conv.opt_in_flags("impact"), *common]
     for path in impact:
         specs.append(
-            LayerSpec(f"impact:{path.name}", path.relative_to(recipe_root), list(impact_opts), required=False, notes=list(notes))
+            LayerSpec(
+                f"impact:{path.name}",
+                path.relative_to(recipe_root),
+                list(impact_opts),
+                required=False,
+                notes=list(notes),
+            )
         )
     if not impact:
         specs.append(
@@ -180,8 +186,10 @@ def _no_config_name(recipe_root: Path, config_name: str, conv: Conventions) -> s
             f"{CONFIG_NAME} {config_name} not passed (the recipe's conftest.py does not register it): "
             f"tests/test_smoke.py already loads configs/{config_name}.yaml (CONFIG_NAME)"
         )
-    loads = f"tests/test_smoke.py loads configs/{conv.smoke_config_name}.yaml (CONFIG_NAME)" if conv.smoke_config_name else (
-        "the tests choose their config themselves"
+    loads = (
+        f"tests/test_smoke.py loads configs/{conv.smoke_config_name}.yaml (CONFIG_NAME)"
+        if conv.smoke_config_name
+        else ("the tests choose their config themselves")
     )
     how = f"set CONFIG_NAME = {config_name!r} in tests/test_smoke.py for that run"
     if conv.registers(CONFIG_OVERRIDE):

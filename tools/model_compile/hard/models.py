@@ -109,7 +109,9 @@ class Wiring(BaseModel):
     compile_path: str | None = None
     compiled_target: list[str] = Field(default_factory=list)
     placement: str = ""
-    documented: list[str] = Field(default_factory=list, description="fallback/intent notes: 'kind (source file:line): reason'")
+    documented: list[str] = Field(
+        default_factory=list, description="fallback/intent notes: 'kind (source file:line): reason'"
+    )
 
 
 Number = int | float  # kept as written in the JSON (an int prints as an int)
@@ -218,7 +220,9 @@ class RehearsalFacts(BaseModel):
     label: str = Field(description="'cpu-only (tiny model)' or 'accelerator:<name> (tiny model)'")
     stage: str | None = None
     stage_reason: str | None = None
-    family: str | None = Field(default=None, description="tiny architecture family, or None when the recipe builds from its own fields")
+    family: str | None = Field(
+        default=None, description="tiny architecture family, or None when the recipe builds from its own fields"
+    )
     family_source: str | None = None
     checkpoint: str | None = None
     model_class: str | None = None
@@ -234,7 +238,9 @@ class RehearsalFacts(BaseModel):
     compiled_module_count: int | None = None
     target_checks: list[str] = Field(default_factory=list)
     target_failures: list[str] = Field(default_factory=list)
-    keys: dict[str, str] = Field(default_factory=dict, description="state_dict / parameters / dcp: unchanged or what changed")
+    keys: dict[str, str] = Field(
+        default_factory=dict, description="state_dict / parameters / dcp: unchanged or what changed"
+    )
     key_failures: list[str] = Field(default_factory=list)
     steps: list[RehearsalStep] = Field(default_factory=list)
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
@@ -244,7 +250,9 @@ class RehearsalFacts(BaseModel):
     trace_compile_s: float | None = None
     wall_s: float = 0.0
     peak_rss_mb: float | None = None
-    cpu_s: float | None = Field(default=None, description="the child's CPU seconds (steadier than wall on a shared machine)")
+    cpu_s: float | None = Field(
+        default=None, description="the child's CPU seconds (steadier than wall on a shared machine)"
+    )
     torch: str | None = None
     device: str | None = None
     problems: list[str] = Field(default_factory=list)

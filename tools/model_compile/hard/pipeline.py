@@ -106,8 +106,14 @@ def not_run(spec: LayerSpec, ctx: Context, reason: str, next_step: str | None = 
     """A layer that was not run, with its command and why."""
     if spec.runner is not None:
         return LayerResult(
-            name=spec.name, status="not-run", label=ctx.label, command=spec.command, cwd=str(ctx.repo_root),
-            where="-", reason=reason, next_step=next_step or spec.command,
+            name=spec.name,
+            status="not-run",
+            label=ctx.label,
+            command=spec.command,
+            cwd=str(ctx.repo_root),
+            where="-",
+            reason=reason,
+            next_step=next_step or spec.command,
         )
     missing = _missing(spec, ctx)
     if missing is not None:
@@ -145,7 +151,17 @@ def run_pytest_layer(spec: LayerSpec, ctx: Context) -> LayerResult:
     env = dict(ctx.env)
     if spec.name.split(":")[0] in TRACED_LAYERS:
         env[TRACE_ENV] = str(ctx.out_dir / "trace" / slug)
-    cmd = [ctx.interp.path, "-m", "pytest", rel_test, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *spec.options]
+    cmd = [
+        ctx.interp.path,
+        "-m",
+        "pytest",
+        rel_test,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *spec.options,
+    ]
     log = ctx.out_dir / f"{slug}.log"
     result = proc.run(cmd, ctx.repo_root, env, ctx.timeout_s, log)
     counts = parse_junit(junit)

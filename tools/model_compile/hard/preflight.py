@@ -327,7 +327,9 @@ def _interpret(
             top = missing.split(".")[0]
             if any(p.package == top for p in result.problems):
                 continue
-            result.problems.append(Problem(f"{top} (imported by {origins.get(item['module'], item['module'])})", "", top))
+            result.problems.append(
+                Problem(f"{top} (imported by {origins.get(item['module'], item['module'])})", "", top)
+            )
         else:
             result.notes.append(f"import {item['module']}: {item.get('error')}")
     return result
@@ -338,7 +340,10 @@ def _alternatives(repo_root: Path, interp: Interpreter) -> list[str]:
     out: list[str] = []
     if (repo_root / "uv.lock").is_file():
         out.append(f"cd {repo_root} && uv sync (installs the locked dependencies into {repo_root}/.venv)")
-    own = next((repo_root / d / "bin" / "python" for d in (".venv", "venv") if (repo_root / d / "bin" / "python").is_file()), None)
+    own = next(
+        (repo_root / d / "bin" / "python" for d in (".venv", "venv") if (repo_root / d / "bin" / "python").is_file()),
+        None,
+    )
     if own is not None and interp.source != "repo":
         out.append(f"drop --python to use the repository's own {own}")
     out.append("--python PATH to an environment that has them")

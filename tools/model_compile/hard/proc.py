@@ -49,7 +49,13 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float, log_pa
     timed_out = False
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             proc.wait(timeout=timeout_s)

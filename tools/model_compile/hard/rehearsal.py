@@ -75,7 +75,9 @@ def child_env(base: dict[str, str], out_dir: Path) -> dict[str, str]:
     return env
 
 
-def run(plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float, label: str) -> RehearsalFacts:
+def run(
+    plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float, label: str
+) -> RehearsalFacts:
     """Run the child; read its record and its trace."""
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_path = out_dir / "spec.json"
@@ -123,7 +125,9 @@ def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResul
     checkpoint = phases.get("checkpoint") or {}
     if checkpoint.get("ok"):
         facts.model_class = checkpoint.get("class")
-        facts.checkpoint = f"{checkpoint.get('class')} ({checkpoint.get('parameters')} parameters, seed {checkpoint.get('seed')})"
+        facts.checkpoint = (
+            f"{checkpoint.get('class')} ({checkpoint.get('parameters')} parameters, seed {checkpoint.get('seed')})"
+        )
         facts.notes += list(checkpoint.get("notes") or [])
     eager = phases.get("eager") or {}
     if eager.get("ok"):
@@ -230,7 +234,11 @@ def judge(facts: RehearsalFacts) -> None:
     problems: list[str] = []
     for step in facts.steps:
         tol = step.tolerance or 0.0
-        for what, err in (("loss", step.loss_rel_err), ("logits", step.logits_rel_err), ("gradients", step.grad_rel_err)):
+        for what, err in (
+            ("loss", step.loss_rel_err),
+            ("logits", step.logits_rel_err),
+            ("gradients", step.grad_rel_err),
+        ):
             if err is not None and err > tol:
                 worst = f" (worst: {step.worst_grad})" if what == "gradients" and step.worst_grad else ""
                 problems.append(f"{what} differ at step {step.step} ({step.shape}): {err:.2e} > {tol:.0e}{worst}")
@@ -244,7 +252,9 @@ def judge(facts: RehearsalFacts) -> None:
         problems.append("no graph was compiled during the steps (the model ran eager)")
     if problems:
         facts.status = "failed"
-        facts.reason = problems[0] + (f" (+{len(problems) - 1} more: see the rehearsal table)" if len(problems) > 1 else "")
+        facts.reason = problems[0] + (
+            f" (+{len(problems) - 1} more: see the rehearsal table)" if len(problems) > 1 else ""
+        )
         facts.problems = problems
 
 

@@ -90,7 +90,9 @@ def load_stage(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def choose_stage(recipe: RecipeReport, recipe_root: Path, asked: str | None, conftest_default: str | None) -> tuple[str, str]:
+def choose_stage(
+    recipe: RecipeReport, recipe_root: Path, asked: str | None, conftest_default: str | None
+) -> tuple[str, str]:
     """(stage, why): the one asked for, else the first that enables compile, else the tests' default, else the first."""
     stages = sorted(p.stem for p in (recipe_root / "configs").glob("*.yaml"))
     if asked:
@@ -168,7 +170,11 @@ def resolve_family(
     cached = _hub_config(value)
     if cached is not None:
         data = _read_config_json(cached)
-        return _family_of_config(data, f"the hub cache's {value}"), f"{value} (config.json in the local hub cache)", data
+        return (
+            _family_of_config(data, f"the hub cache's {value}"),
+            f"{value} (config.json in the local hub cache)",
+            data,
+        )
     family = family_from_name(value)
     if family is None:
         raise NotPlanned(
@@ -205,7 +211,11 @@ def schema_size_defaults(recipe: RecipeReport, recipe_root: Path) -> dict[str, i
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == schema.model_class:
             for item in node.body:
-                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.target.id in SIZE_FIELDS:
+                if (
+                    isinstance(item, ast.AnnAssign)
+                    and isinstance(item.target, ast.Name)
+                    and item.target.id in SIZE_FIELDS
+                ):
                     value = _default_of(item.value)
                     if type(value) is int:
                         out[item.target.id] = value
@@ -312,7 +322,9 @@ def plan(
         elif key.endswith("num_workers") and isinstance(value, int) and value:
             overrides.append(f"{key}=0")
     if any(o.startswith("parallel.mesh.") for o in overrides):
-        notes.append("parallel.mesh set to one rank (replicate/shard/tensor 1): the distributed wrap is DDP-style, not FSDP2")
+        notes.append(
+            "parallel.mesh set to one rank (replicate/shard/tensor 1): the distributed wrap is DDP-style, not FSDP2"
+        )
     # the compile section and backend
     section = "model.compile"
     stage_facts = next((s for s in recipe.config.stages if s.name == name), None)
@@ -321,9 +333,12 @@ def plan(
     if backend:
         chosen, why = backend, "asked for with --backend"
     elif cpu_only and stage_backend == "inductor":
-        chosen, why = CPU_BACKEND, (
-            f"the stage's backend is inductor; on CPU the rehearsal uses {CPU_BACKEND} unless --backend inductor "
-            "(graph breaks and guards do not depend on the backend; numerics and compile time do)"
+        chosen, why = (
+            CPU_BACKEND,
+            (
+                f"the stage's backend is inductor; on CPU the rehearsal uses {CPU_BACKEND} unless --backend inductor "
+                "(graph breaks and guards do not depend on the backend; numerics and compile time do)"
+            ),
         )
     else:
         chosen, why = stage_backend, "the stage's own backend"
@@ -331,7 +346,9 @@ def plan(
     if mode != stage_mode:
         notes.append(f"mode {stage_mode} applies to inductor only: the {chosen} rehearsal runs mode default")
     low_precision = any(
-        str(v).lower() in ("bf16", "fp16", "bfloat16", "float16") for k, v in paths.items() if k.endswith("mixed_precision")
+        str(v).lower() in ("bf16", "fp16", "bfloat16", "float16")
+        for k, v in paths.items()
+        if k.endswith("mixed_precision")
     )
     engine_module, engine_base = module_name((recipe_root / ledger.file).resolve(), repo_root)
     schema = recipe.config.schema_

@@ -63,7 +63,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     lib = [g for g in facts.graph_break_sites if g.site.startswith("library")]
     if facts.graph_break_sites:
         top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in (user + lib)[:4])
-        out.append(f"{len(facts.graph_break_sites)} graph-break site(s), {len(user)} in the repository's code: {top} {where}")
+        out.append(
+            f"{len(facts.graph_break_sites)} graph-break site(s), {len(user)} in the repository's code: {top} {where}"
+        )
     recompiles = facts.recompiles
     if recompiles:
         out.append(f"{len(recompiles)} recompile(s) (first: {recompiles[0][:200]}) {where}")
@@ -94,17 +96,23 @@ def text(facts: RehearsalFacts, command: str) -> str:
         size = f", {facts.parameters:,} parameters" if facts.parameters else ""
         lines.append(f"model: {model}{size}; architecture from {facts.family_source}")
     if facts.returned:
-        lines.append(f"prepare_model() returned {facts.returned}; forward/loss path: {facts.path or '-'}"
-                     + ("; packed batches" if facts.packed else "; padded batches" if facts.packed is False else ""))
+        lines.append(
+            f"prepare_model() returned {facts.returned}; forward/loss path: {facts.path or '-'}"
+            + ("; packed batches" if facts.packed else "; padded batches" if facts.packed is False else "")
+        )
     if facts.compiled_module_count is not None:
-        lines.append(f"compiled: {facts.compiled_module_count} module(s) ({', '.join(facts.compiled_modules[:4]) or 'none'})")
+        lines.append(
+            f"compiled: {facts.compiled_module_count} module(s) ({', '.join(facts.compiled_modules[:4]) or 'none'})"
+        )
     for check in facts.target_checks + [f"FAILED {t}" for t in facts.target_failures]:
         lines.append(f"  target {check}")
     if facts.keys:
         lines.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()))
     if facts.steps:
         lines.append(parity_line(facts))
-        lines.append(f"  {'step':>4}  {'shape':<44} {'loss':>7} {'logits':>7} {'grads':>7} {'recomp':>6} {'breaks':>6} {'eager_s':>8} {'comp_s':>8}")
+        lines.append(
+            f"  {'step':>4}  {'shape':<44} {'loss':>7} {'logits':>7} {'grads':>7} {'recomp':>6} {'breaks':>6} {'eager_s':>8} {'comp_s':>8}"
+        )
         for s in facts.steps:
             lines.append(
                 f"  {s.step:>4}  {s.shape[:44]:<44} {_e(s.loss_rel_err):>7} {_e(s.logits_rel_err):>7} {_e(s.grad_rel_err):>7} "
@@ -112,7 +120,9 @@ def text(facts: RehearsalFacts, command: str) -> str:
                 f"{s.compiled_s if s.compiled_s is not None else '-':>8}" + (f"  ERROR {s.error}" if s.error else "")
             )
     if facts.graph_break_sites:
-        lines.append(f"graph breaks: {sum(g.count for g in facts.graph_break_sites)} at {len(facts.graph_break_sites)} site(s)")
+        lines.append(
+            f"graph breaks: {sum(g.count for g in facts.graph_break_sites)} at {len(facts.graph_break_sites)} site(s)"
+        )
         for g in facts.graph_break_sites[:12]:
             lines.append(f"  {g.count:>3}x {g.site}: {g.reason[:110]}")
     elif facts.steps:
@@ -126,7 +136,9 @@ def text(facts: RehearsalFacts, command: str) -> str:
     if timing:
         lines.append(f"time: {timing}")
     if facts.wall_s:
-        lines.append(f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the child), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})")
+        lines.append(
+            f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the child), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})"
+        )
     for problem in facts.problems[1:6]:
         lines.append(f"also: {problem}")
     for note in facts.notes:

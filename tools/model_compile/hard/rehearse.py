@@ -94,7 +94,9 @@ def execute(
     return facts, cmd
 
 
-def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> tuple[dict[str, str], Path | None]:
+def child_env_with_probe(
+    env: dict[str, str], model_compile_file: str | None, out_dir: Path
+) -> tuple[dict[str, str], Path | None]:
     """The child must import `model_compile.runtime.rehearsal`: put the probe first unless it already imports ours."""
     if not probe.needed(model_compile_file):
         return env, None
@@ -118,7 +120,9 @@ def layer(
     """The rehearsal layer of --hard."""
     child_env, _ = child_env_with_probe(env, model_compile_file, out_dir)
     python_flag = interp.path if interp.source != "tool" else None
-    facts, cmd = execute(recipe, recipe_root, repo_root, interp, child_env, environment, out_dir / "rehearsal", options, python_flag)
+    facts, cmd = execute(
+        recipe, recipe_root, repo_root, interp, child_env, environment, out_dir / "rehearsal", options, python_flag
+    )
     where = f"{facts.label}, {interp.path}"
     return rehearsal.to_layer(facts, cmd, str(repo_root), where), facts
 

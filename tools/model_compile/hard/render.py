@@ -21,7 +21,9 @@ def cpu_note(report: HardReport) -> str:
         measured.append("graph breaks and recompiles")
     if any(layer.name.startswith("impact") and layer.status == "passed" for layer in report.layers):
         measured.append("parity on CPU")
-    what = f"{', '.join(ran)}" + (f"; measured: {', '.join(measured)}" if measured else "; nothing measured beyond pass/fail")
+    what = f"{', '.join(ran)}" + (
+        f"; measured: {', '.join(measured)}" if measured else "; nothing measured beyond pass/fail"
+    )
     return (
         f"CPU-only machine: these are CPU-only runtime checks ({what}). They say nothing about compiled speed "
         "or numerics on GPUs/NPUs; rerun the commands below on an accelerator."
@@ -71,7 +73,9 @@ def _trace_lines(report: HardReport) -> list[str]:
         if not tr.ranks:
             out.append(f"trace [{name}]: {tr.note or 'no compile recorded'}")
             continue
-        out.append(f"trace [{name}] {tr.directory} ({tr.reader}" + (f", {tr.index_html}" if tr.index_html else "") + ")")
+        out.append(
+            f"trace [{name}] {tr.directory} ({tr.reader}" + (f", {tr.index_html}" if tr.index_html else "") + ")"
+        )
         for r in tr.ranks:
             out.append(
                 f"  {r.rank}: {r.compiles} frame compiles, {r.compile_time_s} s compiling; "
@@ -91,7 +95,11 @@ def _trace_lines(report: HardReport) -> list[str]:
 def _device(env: Environment) -> str:
     """'cuda x2 (NVIDIA H200)' or 'cpu (no accelerator)'."""
     if env.cpu_only or not env.device_count:
-        return f"{env.device_type} (no accelerator" + (f": {env.device_check}" if env.device_check not in ("", "torch") else "") + ")"
+        return (
+            f"{env.device_type} (no accelerator"
+            + (f": {env.device_check}" if env.device_check not in ("", "torch") else "")
+            + ")"
+        )
     return f"{env.device_type} x{env.device_count}" + (f" ({env.accelerator})" if env.accelerator else "")
 
 
@@ -155,7 +163,11 @@ def to_markdown(report: HardReport) -> str:
     for layer in report.layers:
         c = layer.counts
         tests = f"{c.passed}/{c.tests} passed" if c else ""
-        cmd = f"`cd {layer.cwd} && {layer.command}`" if layer.command and layer.cwd else (f"`{layer.command}`" if layer.command else "")
+        cmd = (
+            f"`cd {layer.cwd} && {layer.command}`"
+            if layer.command and layer.cwd
+            else (f"`{layer.command}`" if layer.command else "")
+        )
         out.append(f"| {layer.name} | {layer.status} | {layer.label} | {tests} | {layer.duration_s:.1f} s | {cmd} |")
     out.append("")
     for layer in report.layers:

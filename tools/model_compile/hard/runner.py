@@ -42,7 +42,9 @@ def resolve_recipe(path: Path, recipe: str | None) -> tuple[Path, Path]:
         path = candidate
     elif (path / "recipes").is_dir():
         names = sorted(p.name for p in (path / "recipes").iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-        raise InputError(f"--hard validates one recipe: pass a recipe folder or --recipe NAME (one of {', '.join(names)})")
+        raise InputError(
+            f"--hard validates one recipe: pass a recipe folder or --recipe NAME (one of {', '.join(names)})"
+        )
     if not ((path / "tests").is_dir() or (path / "configs").is_dir() or (path / "engine").is_dir()):
         raise InputError(f"{path} does not look like a recipe (no tests/, configs/ or engine/)")
     return path, repo_root_of(path) or path.parent
@@ -189,14 +191,23 @@ def validate_hard(
     report.layers.append(soft)
     conv = conventions.read(recipe_root, repo_root)
     specs = layers.plan(
-        recipe_root, config_name, world_size, list(overrides or []), soft.compile_path, conv, environment.device_count,
-        repo_root, stages,
+        recipe_root,
+        config_name,
+        world_size,
+        list(overrides or []),
+        soft.compile_path,
+        conv,
+        environment.device_count,
+        repo_root,
+        stages,
     )
     rehearse_options = rehearse.Options(
         config_name=config_name, backend=backend, steps=steps, timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S)
     )
     if soft.compile_path not in (None, "none"):
-        spec = _rehearsal_spec(report, recipe_facts, recipe_root, repo_root, interp, env, check, out_dir, rehearse_options)
+        spec = _rehearsal_spec(
+            report, recipe_facts, recipe_root, repo_root, interp, env, check, out_dir, rehearse_options
+        )
         if not rehearsal or os.environ.get(rehearse.SKIP_ENV, "").lower() in ("0", "off", "false", "no"):
             spec.blocked = f"not asked for (--no-rehearsal or {rehearse.SKIP_ENV}=off): run it with the command"
         specs.insert(1, spec)

@@ -122,9 +122,11 @@ def prerequisites(recipe_root: Path, repo_root: Path, stage: str) -> list[str]:
         value = value.strip()
         if not value or "${" in value:
             continue
-        here = [Path(os.path.expanduser(value))] if os.path.isabs(os.path.expanduser(value)) else [
-            repo_root / value, recipe_root / value
-        ]
+        here = (
+            [Path(os.path.expanduser(value))]
+            if os.path.isabs(os.path.expanduser(value))
+            else [repo_root / value, recipe_root / value]
+        )
         if any(p.exists() for p in here):
             continue
         if key.endswith("name_or_path"):
@@ -139,7 +141,9 @@ def prerequisites(recipe_root: Path, repo_root: Path, stage: str) -> list[str]:
     return out
 
 
-def stage_run(recipe_root: Path, repo_root: Path, name: str | None, file_stage: str | None, default: int | None, devices: int) -> StageRun:
+def stage_run(
+    recipe_root: Path, repo_root: Path, name: str | None, file_stage: str | None, default: int | None, devices: int
+) -> StageRun:
     """One stage's run: `name` is what --config-name passes (None: none), `file_stage` the YAML it loads."""
     path = stage_files(recipe_root).get(file_stage or "")
     mesh = stage_facts(_read(path) or "", str(path), file_stage or "").mesh if path else {}
@@ -165,4 +169,6 @@ def plan_stages(
 
 def labelled_prerequisites(runs: list[StageRun]) -> list[str]:
     """Every run's prerequisites, prefixed with the stage when there are several."""
-    return [(f"{run.name}: " if run.name and len(runs) > 1 else "") + item for run in runs for item in run.prerequisites]
+    return [
+        (f"{run.name}: " if run.name and len(runs) > 1 else "") + item for run in runs for item in run.prerequisites
+    ]

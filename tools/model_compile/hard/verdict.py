@@ -15,7 +15,9 @@ from model_compile.hard.rehearsal_render import summary_lines
 def judge(report: HardReport) -> None:
     """Set `report.verdict`, `report.summary` and `report.gaps` from what the run recorded."""
     failed = [layer for layer in report.layers if layer.status in ("failed", "timeout")]
-    required_missing = [layer for layer in report.layers if layer.status == "missing" and not layer.name.startswith("impact")]
+    required_missing = [
+        layer for layer in report.layers if layer.status == "missing" and not layer.name.startswith("impact")
+    ]
     gaps = [layer for layer in report.layers if layer.status in ("not-run", "unavailable", "skipped", "missing")]
     if failed:
         first = failed[0]
@@ -27,7 +29,9 @@ def judge(report: HardReport) -> None:
         report.summary = "missing layer(s): " + ", ".join(layer.name for layer in required_missing)
     elif gaps:
         report.verdict = "incomplete"
-        report.summary = "; ".join(f"{layer.name}: {layer.status}" + (f" ({layer.next_step})" if layer.next_step else "") for layer in gaps)
+        report.summary = "; ".join(
+            f"{layer.name}: {layer.status}" + (f" ({layer.next_step})" if layer.next_step else "") for layer in gaps
+        )
     else:
         report.verdict = "passed"
         report.summary = "every layer passed"

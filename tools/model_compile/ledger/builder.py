@@ -102,7 +102,7 @@ class LedgerBuilder:
         root = root_name(resolved)
         out = ast.unparse(resolved)
         if root in frame.loops:
-            rest = out[len(root):]
+            rest = out[len(root) :]
             return f"each of {frame.loops[root]}{rest}"
         return out
 
@@ -120,7 +120,9 @@ class LedgerBuilder:
                         self._stmt(s, frame, dead.but(anchor=s.lineno) if top else dead)
                 return True
             if isinstance(ended, _Rest):  # early return under `if`: the rest runs under `not test`, in its else arm
-                ctx = ctx.but(conditions=ctx.conditions + (ast.unparse(ended.test),), branches=ctx.branches + (ended.branch,))
+                ctx = ctx.but(
+                    conditions=ctx.conditions + (ast.unparse(ended.test),), branches=ctx.branches + (ended.branch,)
+                )
         return False
 
     def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> Literal["return"] | _Rest | None:
@@ -150,7 +152,11 @@ class LedgerBuilder:
             return None
         if isinstance(stmt, ast.While):
             self._expr(stmt.test, frame, ctx)
-            self._block(stmt.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="loop"),)))
+            self._block(
+                stmt.body,
+                frame,
+                ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="loop"),)),
+            )
             return None
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
@@ -159,13 +165,21 @@ class LedgerBuilder:
         if isinstance(stmt, _TRY_NODES):
             ended = self._block(stmt.body, frame, ctx)
             for h in stmt.handlers:
-                self._block(h.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{h.lineno}", arm="else"),)))
+                self._block(
+                    h.body,
+                    frame,
+                    ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{h.lineno}", arm="else"),)),
+                )
             self._block(stmt.orelse, frame, ctx)
             self._block(stmt.finalbody, frame, ctx)
             return "return" if ended and not stmt.handlers else None
         if isinstance(stmt, ast.Match):
             for case in stmt.cases:
-                self._block(case.body, frame, ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="else"),)))
+                self._block(
+                    case.body,
+                    frame,
+                    ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="else"),)),
+                )
             return None
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self._assign(stmt, frame, ctx)
@@ -176,7 +190,14 @@ class LedgerBuilder:
         if isinstance(stmt, FunctionDef):
             for dec in stmt.decorator_list:
                 if is_graph_break_decorator(dec):
-                    self._event("graph_break", dec, frame, ctx, call=f"@{ast.unparse(dec)} def {stmt.name}", target_text=stmt.name)
+                    self._event(
+                        "graph_break",
+                        dec,
+                        frame,
+                        ctx,
+                        call=f"@{ast.unparse(dec)} def {stmt.name}",
+                        target_text=stmt.name,
+                    )
             return None
         return None
 
@@ -231,7 +252,9 @@ class LedgerBuilder:
                 continue
             if isinstance(target, ast.Name):
                 frame.aliases.pop(target.id, None)
-                ref = getattr_as_attribute(value) or truth_of(value) or value  # `use = bool(cfg.enabled)`: use is cfg.enabled
+                ref = (
+                    getattr_as_attribute(value) or truth_of(value) or value
+                )  # `use = bool(cfg.enabled)`: use is cfg.enabled
                 if ident is None and aliasable(ref):
                     resolved = resolve(ref, frame)
                     if not any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(resolved)):
@@ -245,13 +268,17 @@ class LedgerBuilder:
         """Freeze and upcast written as assignments."""
         if isinstance(target, ast.Attribute) and target.attr == "requires_grad":
             if isinstance(value, ast.Constant) and value.value is False:
-                self._event("freeze", target, frame, ctx, call=f"{ast.unparse(target)} = False", target_expr=target.value)
+                self._event(
+                    "freeze", target, frame, ctx, call=f"{ast.unparse(target)} = False", target_expr=target.value
+                )
         if isinstance(target, ast.Attribute) and target.attr == "data":
             text = ast.unparse(value)
             if any(t in text for t in (".to(", ".float(", "float32", "bfloat16", ".half(")):
                 if self.events and self.events[-1].kind == "upcast" and self.events[-1].line == value.lineno:
                     self.events.pop()  # the `.to(dtype)` call on the right is this same upcast
-                self._event("upcast", target, frame, ctx, call=f"{ast.unparse(target)} = {text}", target_expr=target.value)
+                self._event(
+                    "upcast", target, frame, ctx, call=f"{ast.unparse(target)} = {text}", target_expr=target.value
+                )
 
     def _expr(
         self, expr: ast.expr, frame: Frame, ctx: Ctx, result_kept: bool = False, stored_into: Sequence[ast.expr] = ()
@@ -341,8 +368,18 @@ class LedgerBuilder:
         self._block(callee.node.body, inner, ctx.but(depth=ctx.depth + 1, via=ctx.via + (frame.module.segment(call),)))
         self._stack.pop()
 
-    def _event(self, kind: EventKind, node: ast.AST, frame: Frame, ctx: Ctx, call: str | None = None,
-               target_expr: ast.expr | None = None, target_text: str | None = None, kit: bool = False, **extra: Any) -> None:
+    def _event(
+        self,
+        kind: EventKind,
+        node: ast.AST,
+        frame: Frame,
+        ctx: Ctx,
+        call: str | None = None,
+        target_expr: ast.expr | None = None,
+        target_text: str | None = None,
+        kit: bool = False,
+        **extra: Any,
+    ) -> None:
         target = target_text
         ident = None
         if target_expr is not None:

@@ -65,7 +65,9 @@ class ScopePart(BaseModel):
         else:
             text = f"`{self.module}`"
         if self.minus:
-            text += " minus " + ", ".join(f"`{m}`" + (" (when present)" if m in self.when_present else "") for m in self.minus)
+            text += " minus " + ", ".join(
+                f"`{m}`" + (" (when present)" if m in self.when_present else "") for m in self.minus
+            )
         return text
 
 
@@ -113,7 +115,10 @@ def _rebase(path: str, kit_var: str, model_var: str) -> str:
 def _model_var(ledger: Ledger) -> str:
     """The model's variable: the plain name the steps act on (`model`)."""
     for e in ledger.events:
-        if e.kind in ("build", "patch", "freeze", "checkpointing", "compile", "wrap") and (e.target or "").isidentifier():
+        if (
+            e.kind in ("build", "patch", "freeze", "checkpointing", "compile", "wrap")
+            and (e.target or "").isidentifier()
+        ):
             return e.target or "model"
     for e in ledger.events:
         if e.kind == "compile" and e.target:
@@ -127,22 +132,40 @@ def _part(event: Event, model_var: str, kit: KitFacts | None, breaks: list[str])
     looped = each or any(b.arm == "loop" for b in event.branches)
     if event.compile_style == "kit":
         minus = [_rebase(d, kit.model_param, path or model_var) for d in kit.disables] if kit else []
-        guarded = [_rebase(d, kit.model_param, path or model_var) for d in kit.disables if d in kit.found_by] if kit else []
+        guarded = (
+            [_rebase(d, kit.model_param, path or model_var) for d in kit.disables if d in kit.found_by] if kit else []
+        )
         return ScopePart(
-            kind="whole-model", module=path or model_var, pattern="", minus=minus + breaks, when_present=guarded, via="kit", line=event.line
+            kind="whole-model",
+            module=path or model_var,
+            pattern="",
+            minus=minus + breaks,
+            when_present=guarded,
+            via="kit",
+            line=event.line,
         )
     if not path:
         return None
     if looped:
         container = path
         rel = _relative(container, model_var)
-        return ScopePart(kind="blocks", module=container, pattern=f"{rel}.*" if rel else "*", via=event.compile_style or "", line=event.line)
+        return ScopePart(
+            kind="blocks",
+            module=container,
+            pattern=f"{rel}.*" if rel else "*",
+            via=event.compile_style or "",
+            line=event.line,
+        )
     rel = _relative(path, model_var)
     if rel == "" or "." not in path:
         inside = [b for b in breaks if b.startswith(path + ".")]
-        return ScopePart(kind="whole-model", module=path, pattern="", minus=inside, via=event.compile_style or "", line=event.line)
+        return ScopePart(
+            kind="whole-model", module=path, pattern="", minus=inside, via=event.compile_style or "", line=event.line
+        )
     inside = [b for b in breaks if b.startswith(path + ".")]
-    return ScopePart(kind="module", module=path, pattern=rel, minus=inside, via=event.compile_style or "", line=event.line)
+    return ScopePart(
+        kind="module", module=path, pattern=rel, minus=inside, via=event.compile_style or "", line=event.line
+    )
 
 
 def _around(container: str) -> str:
@@ -166,7 +189,9 @@ def eager_regions(
     for p in parts:
         for m in p.minus:
             where = " in the kit" if p.via == "kit" else ""
-            out.append(f"`{m}` (torch.compiler.disable{where}{', when the model has it' if m in p.when_present else ''})")
+            out.append(
+                f"`{m}` (torch.compiler.disable{where}{', when the model has it' if m in p.when_present else ''})"
+            )
     if any(p.kind == "whole-model" for p in parts):
         return out
     hints = list(dict.fromkeys(_around(p.module) for p in parts if p.kind == "blocks"))
@@ -215,7 +240,9 @@ def compiled_scope(
             for e in ledger.events
             if e.kind == "graph_break" and e.reachable and e.target and not e.kit
         ]
-        patches += [e.call.split("(")[0].split("=")[-1].strip().rsplit(".", 1)[-1] for e in ledger.of("patch") if e.reachable]
+        patches += [
+            e.call.split("(")[0].split("=")[-1].strip().rsplit(".", 1)[-1] for e in ledger.of("patch") if e.reachable
+        ]
         for e in ledger.events:
             if e.kind != "compile" or not e.reachable:
                 continue

@@ -28,6 +28,7 @@ EventKind = Literal[
 # whose result is kept; `function`: `torch.compile(<fn or .forward>)`.
 CompileStyle = Literal["kit", "inplace", "wrapper", "function"]
 
+
 class Branch(BaseModel):
     """One arm of an `if` (or loop body) an event sits in."""
 
@@ -83,9 +84,7 @@ class Ledger(BaseModel):
     file: str
     line: int
     events: list[Event] = Field(default_factory=list)
-    returned_identity: int | None = Field(
-        default=None, description="model identity of what prepare_model returns"
-    )
+    returned_identity: int | None = Field(default=None, description="model identity of what prepare_model returns")
     notes: list[str] = Field(
         default_factory=list,
         description="what the analysis could not follow (unresolved helpers, depth limit)",

@@ -80,7 +80,7 @@ def _resolver(ctx: RecipeContext) -> Resolver:
                 return None
             parts = module.split(".")
             if ctx.loc.prefix:
-                if "/".join(parts[: 2]) != ctx.loc.prefix:
+                if "/".join(parts[:2]) != ctx.loc.prefix:
                     return None
                 parts = parts[2:]
             else:
@@ -139,7 +139,9 @@ def _methods(cls: ast.ClassDef, module: PyModule) -> dict[str, Callable_]:
 
 def _config_class_name(cls: ast.ClassDef) -> str | None:
     for node in cls.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ConfigClass" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "ConfigClass" for t in node.targets
+        ):
             return (dotted(node.value) or "").split(".")[-1] or None
     return None
 
@@ -183,7 +185,9 @@ def build_context(
                     ctx.ledgers.append(LedgerBuilder(node, mod, _methods(node, mod), resolve).build())
                 except RecursionError:
                     ctx.failures.append(
-                        ParseFailure(path, node.lineno, f"{path}: {node.name}.prepare_model() is nested too deeply to analyse")
+                        ParseFailure(
+                            path, node.lineno, f"{path}: {node.name}.prepare_model() is nested too deeply to analyse"
+                        )
                     )
 
     schema_path = loc.rel("configs/schema.py")
@@ -192,11 +196,19 @@ def build_context(
         ctx.config.schema_ = schema_facts(ctx.schema_module, root_class)
     else:
         failed = [f for f in ctx.failures if f.path == schema_path]
-        missing = ("cannot be read" if failed[0].message.startswith("cannot read") else "does not parse") if failed else "is missing"
+        missing = (
+            ("cannot be read" if failed[0].message.startswith("cannot read") else "does not parse")
+            if failed
+            else "is missing"
+        )
         ctx.config.schema_ = SchemaFacts(file=schema_path, problems=[f"configs/schema.py {missing}"])
 
     for path in files:
-        if path.startswith(loc.rel("configs/")) and path.endswith((".yaml", ".yml")) and path.count("/") == loc.rel("configs/x").count("/"):
+        if (
+            path.startswith(loc.rel("configs/"))
+            and path.endswith((".yaml", ".yml"))
+            and path.count("/") == loc.rel("configs/x").count("/")
+        ):
             text, problem = read_text(tree, path)
             name = posixpath.basename(path).rsplit(".", 1)[0]
             if text is None:

@@ -26,7 +26,9 @@ class KitFacts(BaseModel):
         default_factory=dict,
         description="region -> the condition the kit tests before disabling it, e.g. hasattr(model, 'model')",
     )
-    model_param: str = Field(default="model", description="the name of its model parameter (what `disables` start with)")
+    model_param: str = Field(
+        default="model", description="the name of its model parameter (what `disables` start with)"
+    )
 
 
 @dataclass
@@ -71,8 +73,13 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
                 continue
             in_place, wrapper, disables = False, False, []
             found_by: dict[str, str] = {}
-            guards = {id(n): ast.unparse(branch.test) for branch in ast.walk(fn) if isinstance(branch, ast.If)
-                      for stmt in branch.body for n in ast.walk(stmt)}
+            guards = {
+                id(n): ast.unparse(branch.test)
+                for branch in ast.walk(fn)
+                if isinstance(branch, ast.If)
+                for stmt in branch.body
+                for n in ast.walk(stmt)
+            }
             aliases = _aliases(fn)
             for node in ast.walk(fn):
                 if not isinstance(node, ast.Call):

@@ -15,9 +15,7 @@ import re
 from model_compile.parse.models import Documentation, Suppression
 from model_compile.vocabulary import DocKind, is_doc_kind
 
-COMMENT_RE = re.compile(
-    r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
-)
+COMMENT_RE = re.compile(r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE)
 IGNORE_RE = re.compile(
     r"model-compile:\s*ignore\s*\[(?P<rules>[^\]]*)\]\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE
 )
@@ -150,7 +148,5 @@ def readme_docs(text: str, path: str) -> list[Documentation]:
             if len(words) >= MIN_REASON_WORDS:
                 reason = section.strip()
                 reason = reason if len(reason) <= 200 else reason[:197] + "..."
-                out.append(
-                    Documentation(kind=kind, reason=reason, file=path, line=start + 1, source="readme")
-                )
+                out.append(Documentation(kind=kind, reason=reason, file=path, line=start + 1, source="readme"))
     return out

@@ -17,9 +17,7 @@ class FieldFact(BaseModel):
     annotation: str | None = None
     default: Any = None
     default_text: str | None = None
-    allowed: list[Any] | None = Field(
-        default=None, description="Literal values, when the annotation is a Literal"
-    )
+    allowed: list[Any] | None = Field(default=None, description="Literal values, when the annotation is a Literal")
     line: int | None = None
 
 

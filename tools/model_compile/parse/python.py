@@ -33,7 +33,6 @@ class PyModule:
         seg = " ".join(part.strip() for part in seg.splitlines())
         return seg if len(seg) <= 160 else seg[:157] + "..."
 
-
     def _segment(self, node: ast.AST) -> str:
         """Source of a node from the split lines (ast.get_source_segment re-splits the file each call)."""
         start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)

@@ -36,7 +36,9 @@ def _aliases(mod: PyModule) -> dict[str, ast.expr]:
     return out
 
 
-def _fields(cls: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str] | None = None) -> dict[str, ast.AnnAssign]:
+def _fields(
+    cls: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str] | None = None
+) -> dict[str, ast.AnnAssign]:
     """name -> AnnAssign, including bases defined in the same file (subclass wins)."""
     seen = seen or set()
     if cls.name in seen:
@@ -110,7 +112,9 @@ def _literal_values(annotation: ast.expr, aliases: dict[str, ast.expr], depth: i
     return None
 
 
-def _field_type(stmt: ast.AnnAssign, classes: dict[str, ast.ClassDef], aliases: dict[str, ast.expr]) -> ast.ClassDef | None:
+def _field_type(
+    stmt: ast.AnnAssign, classes: dict[str, ast.ClassDef], aliases: dict[str, ast.expr]
+) -> ast.ClassDef | None:
     for name in _type_names(stmt.annotation, aliases):
         if name in classes:
             return classes[name]
@@ -130,9 +134,7 @@ def _root_class(classes: dict[str, ast.ClassDef], preferred: str | None) -> ast.
         for stmt in cls.body:
             if isinstance(stmt, ast.AnnAssign):
                 referenced.update(n for n in _type_names(stmt.annotation, {}) if n in classes)
-    candidates = [
-        c for c in classes.values() if c.name not in referenced and "model" in _fields(c, classes)
-    ]
+    candidates = [c for c in classes.values() if c.name not in referenced and "model" in _fields(c, classes)]
     if not candidates:
         candidates = [c for c in classes.values() if "model" in _fields(c, classes)]
     return candidates[-1] if candidates else None

@@ -14,7 +14,9 @@ _SCALARS = {"enabled", "backend", "mode"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-_SCALARS_LOADER = yaml.SafeLoader("")  # one constructor for every scalar (a new loader per value costs more than the value)
+_SCALARS_LOADER = yaml.SafeLoader(
+    ""
+)  # one constructor for every scalar (a new loader per value costs more than the value)
 
 
 def _construct(node: yaml.ScalarNode) -> object:

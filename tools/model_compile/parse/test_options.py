@@ -118,7 +118,9 @@ def _read_source(text: str, rel: str, out: Conventions) -> None:
             continue
         out.files.append(rel)
         for call in ast.walk(func):
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "addoption"):
+            if not (
+                isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "addoption"
+            ):
                 continue
             names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             if len(names) != len(call.args) or not names:

@@ -41,8 +41,13 @@ def sarif(report: Report) -> dict[str, Any]:
                         "name": "model-compile",
                         "version": __version__,
                         "rules": [
-                            {"id": r.id, "name": r.__name__, "shortDescription": {"text": r.title},
-                             "fullDescription": {"text": r.what}, "help": {"text": f"{r.why}\nUse instead: {r.use_instead}"}}
+                            {
+                                "id": r.id,
+                                "name": r.__name__,
+                                "shortDescription": {"text": r.title},
+                                "fullDescription": {"text": r.what},
+                                "help": {"text": f"{r.why}\nUse instead: {r.use_instead}"},
+                            }
                             for r in ALL_RULES
                         ],
                     }

@@ -31,23 +31,34 @@ def report_text(report: Report) -> str:
     all_f = report.all_findings()
     quiet = len(all_f) - len(active(all_f))
     extra = f", {quiet} suppressed by ignore comments (listed in --format json/sarif)" if quiet else ""
-    out.append(f"{len(report.recipes)} recipe(s): {_counts(active(all_f))}{extra} (static review only; nothing was run)")
+    out.append(
+        f"{len(report.recipes)} recipe(s): {_counts(active(all_f))}{extra} (static review only; nothing was run)"
+    )
     return "\n".join(out) + "\n"
 
 
 def report_markdown(report: Report, title: str) -> str:
-    out = [f"## {title}", "", "| recipe | compile path | compiled target | errors | warnings |", "|---|---|---|---|---|"]
+    out = [
+        f"## {title}",
+        "",
+        "| recipe | compile path | compiled target | errors | warnings |",
+        "|---|---|---|---|---|",
+    ]
     for r in report.recipes:
         e = sum(1 for f in active(r.findings) if f.severity == "error")
         w = sum(1 for f in active(r.findings) if f.severity == "warning")
-        out.append(f"| {r.name} | `{r.compile_path}` | {', '.join(f'`{t}`' for t in r.compiled_target) or '-'} | {e} | {w} |")
+        out.append(
+            f"| {r.name} | `{r.compile_path}` | {', '.join(f'`{t}`' for t in r.compiled_target) or '-'} | {e} | {w} |"
+        )
     out.append("")
     findings = active(report.all_findings())
     if findings:
         out += ["| rule | severity | location | message | fix |", "|---|---|---|---|---|"]
         for f in findings:
             msg = f.message.replace("|", "\\|")
-            out.append(f"| {f.rule} | {f.severity} | `{f.file}:{f.line}` | {msg} | {f.fix.replace('|', chr(92) + '|')} |")
+            out.append(
+                f"| {f.rule} | {f.severity} | `{f.file}:{f.line}` | {msg} | {f.fix.replace('|', chr(92) + '|')} |"
+            )
     else:
         out.append("No findings.")
     out += ["", "_Static (soft) validation: no code was imported or run._", ""]
@@ -86,13 +97,18 @@ def inspect_text(report: Report) -> str:
         if s.compile_class:
             fields = ", ".join(
                 f"{k}={v.default!r}" + (f" in {v.allowed}" if v.allowed else f" ({v.annotation})")
-                for k, v in s.fields.items() if v.present
+                for k, v in s.fields.items()
+                if v.present
             )
             out.append(f"  schema: {s.root_class}.model.compile -> {s.compile_class}: {fields}")
         else:
             out.append("  schema: no model.compile section" + (f" ({'; '.join(s.problems)})" if s.problems else ""))
         for st in r.config.stages:
-            vals = ", ".join(_stage_value(st, k, v) for k, v in st.values.items()) if st.has_compile else "no compile block"
+            vals = (
+                ", ".join(_stage_value(st, k, v) for k, v in st.values.items())
+                if st.has_compile
+                else "no compile block"
+            )
             out.append(f"  stage {st.name}: {vals}")
         for d in r.documentation:
             out.append(f"  documented {d.kind} ({d.source} {d.file}:{d.line}): {d.reason}")

@@ -148,7 +148,10 @@ def _overall(report: ReviewReport) -> None:
     compiling = [r for r in report.recipes if r.compile_path.path != "none" or r.verdict == "needs changes"]
     if kit_errors:
         f = kit_errors[0]
-        report.verdict, report.verdict_reason = "needs changes", f"the shared kit: {f.rule} at {f.file}:{f.line}: {f.message}"
+        report.verdict, report.verdict_reason = (
+            "needs changes",
+            f"the shared kit: {f.rule} at {f.file}:{f.line}: {f.message}",
+        )
     elif needs:
         names = ", ".join(r.name for r in needs)
         report.verdict, report.verdict_reason = "needs changes", f"{names}: {needs[0].verdict_reason}"
@@ -174,7 +177,9 @@ def _overall(report: ReviewReport) -> None:
     introduced = [f for f in report.all_findings() if f.severity == "error" and not f.suppressed]
     if report.scope.kind == "change":
         introduced = [f for f in introduced if f.status == "new"]
-    layer_failed = any(row.status in ("failed", "timeout") and row.name != "soft" for r in report.recipes for row in r.validation)
+    layer_failed = any(
+        row.status in ("failed", "timeout") and row.name != "soft" for r in report.recipes for row in r.validation
+    )
     report.exit_code = 1 if introduced or layer_failed else 0
     report.validation = _validation_line(report)
 
@@ -237,8 +242,12 @@ def build_tree(
         recipe_dir = (path / recipe.path) if recipe.path != "." else path
         report.recipes.append(
             recipe_section(
-                recipe, recipe_dir, [to_report_finding(f) for f in recipe.findings],
-                hard.get(recipe.name), soft_seconds, hard_notes.get(recipe.name, ""),
+                recipe,
+                recipe_dir,
+                [to_report_finding(f) for f in recipe.findings],
+                hard.get(recipe.name),
+                soft_seconds,
+                hard_notes.get(recipe.name, ""),
             )
         )
     _overall(report)
@@ -271,7 +280,9 @@ def build_change(
         recipes=[d.name for d in diffs],
         notes=list(diff.notes),
     )
-    current = [to_report_finding(f, "new") for f in diff.new] + [to_report_finding(f, "existing") for f in diff.unchanged]
+    current = [to_report_finding(f, "new") for f in diff.new] + [
+        to_report_finding(f, "existing") for f in diff.unchanged
+    ]
     report = ReviewReport(
         version=__version__,
         verdict="not validated",
@@ -293,8 +304,13 @@ def build_change(
         findings = [f for f in current if f.recipe == d.name]
         report.recipes.append(
             recipe_section(
-                recipe, repo_root / recipe.path, findings, hard.get(d.name), soft_seconds,
-                hard_notes.get(d.name, ""), diff=d,
+                recipe,
+                repo_root / recipe.path,
+                findings,
+                hard.get(d.name),
+                soft_seconds,
+                hard_notes.get(d.name, ""),
+                diff=d,
             )
         )
     _overall(report)

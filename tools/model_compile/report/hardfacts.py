@@ -145,13 +145,19 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
         test = recipe_root / spec.test_file
         rel = os.path.relpath(test, repo_root)
         if test.is_file():
-            runs = spec.accelerator_runs or [spec.accelerator_options if spec.accelerator_options is not None else spec.options]
+            runs = spec.accelerator_runs or [
+                spec.accelerator_options if spec.accelerator_options is not None else spec.options
+            ]
             commands = [in_repo(repo_root, pytest_command(interp, rel, list(options))) for options in runs]
             prereqs = labelled_prerequisites(spec.stage_runs)
             rows.append(
                 LayerRow(
-                    name=spec.name, status="not-run", where="-", command=commands[0],
-                    commands=commands if len(commands) > 1 else [], prerequisites=prereqs,
+                    name=spec.name,
+                    status="not-run",
+                    where="-",
+                    command=commands[0],
+                    commands=commands if len(commands) > 1 else [],
+                    prerequisites=prereqs,
                 )
             )
         else:

@@ -31,8 +31,12 @@ MAX_CALL = 40
 def _escape(text: str) -> str:
     """Text safe inside a quoted Mermaid label."""
     return (
-        text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
-        .replace("|", "#124;").replace("`", "'")
+        text.replace("&", "#amp;")
+        .replace('"', "#quot;")
+        .replace("<", "#lt;")
+        .replace(">", "#gt;")
+        .replace("|", "#124;")
+        .replace("`", "'")
     )
 
 

@@ -18,9 +18,7 @@ Verdict = Literal["ready", "needs changes", "not validated", "nothing to review"
 FindingStatus = Literal["new", "existing", "fixed", "superseded"]
 # Layer status as the report shows it: the hard runner's statuses plus "not reached" (a layer after a
 # failure) and "not run" (no --hard, or no compile to validate).
-LayerStatus = Literal[
-    "passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"
-]
+LayerStatus = Literal["passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"]
 
 
 class Scope(BaseModel):
@@ -30,7 +28,9 @@ class Scope(BaseModel):
     path: str = Field(description="PATH as given")
     base: str | None = Field(default=None, description="change: base revision (and commit)")
     head: str | None = Field(default=None, description="change: head revision ('working tree' for uncommitted files)")
-    kit_changed: bool = Field(default=False, description="change: the shared kit changed (every kit recipe is in scope)")
+    kit_changed: bool = Field(
+        default=False, description="change: the shared kit changed (every kit recipe is in scope)"
+    )
     kit_changes: list[str] = Field(default_factory=list, description="change: what changed in apply_model_compile")
     changed_files: int = Field(default=0, description="change: number of changed files")
     recipes: list[str] = Field(default_factory=list, description="recipes in scope")
@@ -65,7 +65,9 @@ class PlacementSection(BaseModel):
     summary: str = Field(default="", description="one line: what runs before and after compile")
     stages: list[Stage] = Field(default_factory=list)
     misplaced: list[str] = Field(default_factory=list, description="placement findings, one line each")
-    mermaid: str = Field(default="", description="Mermaid flowchart of the stages (compile highlighted, misplacement red)")
+    mermaid: str = Field(
+        default="", description="Mermaid flowchart of the stages (compile highlighted, misplacement red)"
+    )
     before: str | None = Field(default=None, description="change: compile path and placement before the change")
     after: str | None = Field(default=None, description="change: compile path and placement after the change")
     changes: list[str] = Field(default_factory=list, description="change: ledger and config changes in words")
@@ -124,7 +126,9 @@ class PerformanceSection(BaseModel):
 class ReportFinding(Finding):
     """A finding with its place in the review."""
 
-    status: FindingStatus | None = Field(default=None, description="change: new, existing, fixed or superseded; tree: null")
+    status: FindingStatus | None = Field(
+        default=None, description="change: new, existing, fixed or superseded; tree: null"
+    )
     superseded_by: str | None = Field(default=None, description="superseded: the rule of the finding that replaced it")
 
 

@@ -121,7 +121,10 @@ def run_hard(
     for name, recipe_dir in recipe_dirs.items():
         try:
             reports[name] = validate_hard(
-                recipe_dir, trace=trace, out=(out / "hard" / name) if out else None, python=python,
+                recipe_dir,
+                trace=trace,
+                out=(out / "hard" / name) if out else None,
+                python=python,
                 stages=(stages or {}).get(name),
             )
         except InputError as exc:
@@ -209,7 +212,9 @@ def _untouched_report(
     hard_reports: dict[str, Any] = {}
     hard_notes: dict[str, str] = {}
     if hard and head is not None:
-        hard_notes = {r.name: f"--head {head} names a revision: check it out to run the runtime layers" for r in soft.recipes}
+        hard_notes = {
+            r.name: f"--head {head} names a revision: check it out to run the runtime layers" for r in soft.recipes
+        }
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
         hard_reports, hard_notes = run_hard(dirs, python, trace, out)

@@ -64,7 +64,8 @@ def placement_section(recipe: RecipeReport, findings: Sequence[Finding]) -> Plac
                     condition=list(e.condition),
                     target=e.target,
                     engine=ledger.engine_class,
-                    misplaced=(e.file, e.line) in bad_lines or (e.anchor_line is not None and (e.file, e.anchor_line) in bad_lines),
+                    misplaced=(e.file, e.line) in bad_lines
+                    or (e.anchor_line is not None and (e.file, e.anchor_line) in bad_lines),
                 )
             )
     if bad and not any(s.misplaced for s in stages):  # a finding on a line no stage sits on: blame the compile
@@ -93,13 +94,17 @@ def read_budgets(recipe_dir: Path | None) -> tuple[int | None, int | None, str]:
     values: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("GRAPH_BREAK_BUDGET", "RECOMPILE_BUDGET") and isinstance(node.value, ast.Constant):
+            if node.targets[0].id in ("GRAPH_BREAK_BUDGET", "RECOMPILE_BUDGET") and isinstance(
+                node.value, ast.Constant
+            ):
                 values[node.targets[0].id] = node.value.value
     if not values:
         return None, None, ""
     gb, rc = values.get("GRAPH_BREAK_BUDGET"), values.get("RECOMPILE_BUDGET")
     # the generated asserts hand the record to model_compile.runtime's violations(), which counts a limit hit
-    source = f"{DEST}/asserts.py" + (" (it also fails on any recompile-limit hit)" if "violations(" in ast.unparse(tree) else "")
+    source = f"{DEST}/asserts.py" + (
+        " (it also fails on any recompile-limit hit)" if "violations(" in ast.unparse(tree) else ""
+    )
     return (gb if isinstance(gb, int) else None), (rc if isinstance(rc, int) else None), source
 
 
@@ -119,7 +124,9 @@ def performance_section(
         rc_budget = DEFAULT_RECOMPILE_BUDGET
         has_asserts = recipe_dir is not None and (recipe_dir / DEST / "asserts.py").is_file()
         source = "the generated asserts' defaults (" + (
-            f"{DEST}/asserts.py sets no budget)" if has_asserts else "the recipe has no skill asserts: nothing enforces them)"
+            f"{DEST}/asserts.py sets no budget)"
+            if has_asserts
+            else "the recipe has no skill asserts: nothing enforces them)"
         )
     perf = PerformanceSection(
         graph_breaks=Measure(budget=gb_budget, budget_source=source),
@@ -178,7 +185,10 @@ def _unvalidated(perf: PerformanceSection, hard: HardFacts | None, rows: list[La
     elif hard.cpu_only:
         out.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
     for row in rows:
-        if row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout") and row.name != "soft":
+        if (
+            row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout")
+            and row.name != "soft"
+        ):
             out.append(f"{row.name}: {row.status}" + (f" ({row.reason})" if row.reason else ""))
     note = (hard.trace or {}).get("note") if hard is not None else None
     if note and str(note).startswith("--trace recorded nothing"):
@@ -199,7 +209,9 @@ def _advice(perf: PerformanceSection, recipe: RecipeReport, hard: HardFacts | No
         if smoke is not None and smoke.command and smoke.status != "missing":
             commands = " ; ".join(f"`{c}`" for c in smoke.commands) if smoke.commands else f"`{smoke.command}`"
             head = f"{smoke.command} " if smoke.commands else ""
-            out.append(f"measure before claiming anything: run the smoke layer where an accelerator exists: {head}{commands}")
+            out.append(
+                f"measure before claiming anything: run the smoke layer where an accelerator exists: {head}{commands}"
+            )
         return out
     gb, rc = perf.graph_breaks, perf.recompiles
     if perf.recompile_limit_hit:
@@ -208,8 +220,10 @@ def _advice(perf: PerformanceSection, recipe: RecipeReport, hard: HardFacts | No
             "or compile regionally (per block) so guards stay stable"
         )
     if gb.value is not None and gb.budget is not None and gb.value > gb.budget:
-        out.append(f"graph breaks {gb.value} exceed the budget {gb.budget}: look at the top reasons; "
-                   "wrap data-dependent code in a documented graph-break region or compile per block")
+        out.append(
+            f"graph breaks {gb.value} exceed the budget {gb.budget}: look at the top reasons; "
+            "wrap data-dependent code in a documented graph-break region or compile per block"
+        )
     elif gb.value and gb.budget and gb.value * 2 > gb.budget:
         out.append(f"graph breaks {gb.value} use over half the budget {gb.budget}: watch them when the model changes")
     if rc.value is not None and rc.budget is not None and rc.value > rc.budget:

@@ -124,7 +124,9 @@ def text(report: ReviewReport) -> str:
         out += _recipe(r)
     if report.fixed:
         out.append("")
-        out.append(f"fixed by this change: {', '.join(f'{f.rule} {f.file}:{f.line}' for f in report.fixed[:MAX_FINDINGS])}")
+        out.append(
+            f"fixed by this change: {', '.join(f'{f.rule} {f.file}:{f.line}' for f in report.fixed[:MAX_FINDINGS])}"
+        )
     out.append("")
     out.append(f"exit {report.exit_code}; the whole report: --format markdown (or json)")
     return "\n".join(out) + "\n"

@@ -366,9 +366,11 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
         binary = False
         if entry == "submodule":
             before, after = (d.a_blob.hexsha[:12] if d.a_blob else None), (d.b_blob.hexsha[:12] if d.b_blob else None)
-            note = "a submodule (gitlink): another repository's commit" + (
-                f" {before} -> {after}" if before and after else f" {after or before}"
-            ) + ", not reviewed"
+            note = (
+                "a submodule (gitlink): another repository's commit"
+                + (f" {before} -> {after}" if before and after else f" {after or before}")
+                + ", not reviewed"
+            )
         elif path in unreadable or (old is not None and old in unreadable):
             sha = unreadable.get(path) or unreadable[old or ""]
             note = f"object {sha[:12]} is missing from this clone (partial or damaged): content not compared"
@@ -384,7 +386,9 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
                 lines = _hunk_lines(patch)
         seen.add(path)
         out.append(
-            ChangedFile(path=path, old_path=old, change=change, kind="other", binary=binary, entry=entry, note=note, lines=lines)
+            ChangedFile(
+                path=path, old_path=old, change=change, kind="other", binary=binary, entry=entry, note=note, lines=lines
+            )
         )
     if head.is_worktree:
         untracked = [p for p in repo.untracked_files if p not in seen and head.tree.has(p)]
@@ -399,7 +403,9 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
             if p in pairs:
                 old_data = base.tree.read_bytes(pairs[p]) or b""
                 lines = _changed_by_difflib(old_data, data) if not binary else []
-                out.append(ChangedFile(path=p, old_path=pairs[p], change="renamed", kind="other", binary=binary, lines=lines))
+                out.append(
+                    ChangedFile(path=p, old_path=pairs[p], change="renamed", kind="other", binary=binary, lines=lines)
+                )
             else:
                 out.append(ChangedFile(path=p, change="added", kind="other", binary=binary, lines=lines))
     kit_files = {f.path for f in out if _kit_file(head, f.path) or _kit_file(base, f.old_path or f.path)}

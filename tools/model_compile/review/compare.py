@@ -50,7 +50,9 @@ def side_view(report: RecipeReport | None) -> Side | None:
                 engine_class=lg.engine_class,
                 file=lg.file,
                 events=[
-                    EventView(kind=e.kind, line=e.line, call=e.call, target=e.target, condition=list(e.condition), file=e.file)
+                    EventView(
+                        kind=e.kind, line=e.line, call=e.call, target=e.target, condition=list(e.condition), file=e.file
+                    )
                     for e in lg.events
                 ],
             )
@@ -127,9 +129,9 @@ def _per_call_changes(before: RecipeReport, after: RecipeReport, path_changed: b
     for lb, la in pairs:
         prefix = "" if len(pairs) == 1 else f"{la.engine_class}: "
         bcs, acs = lb.of("compile"), la.of("compile")
-        for e in acs[len(bcs):]:
+        for e in acs[len(bcs) :]:
             out.append(f"{prefix}compile added: `{e.call}` (line {e.line}, when {_cond(e.condition)})")
-        for e in bcs[len(acs):]:
+        for e in bcs[len(acs) :]:
             out.append(f"{prefix}compile removed: `{e.call}` (was line {e.line})")
         for bc, ac in zip(bcs, acs, strict=False):
             for msg in _order_changes(lb.events, la.events, bc, ac):
@@ -168,7 +170,10 @@ def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str
         if bp != ap or bv != av:
             out.append(
                 ValueChange(
-                    where="schema", field=key, before=bv if bp else "(absent)", after=av if ap else "(absent)",
+                    where="schema",
+                    field=key,
+                    before=bv if bp else "(absent)",
+                    after=av if ap else "(absent)",
                     effect=_dead_default(after, key),
                 )
             )
@@ -177,7 +182,14 @@ def config_changes(before: RecipeReport, after: RecipeReport, path_map: dict[str
     for file in sorted(set(bstages) | set(astages)):
         sb, sa = bstages.get(file), astages.get(file)
         if sb is None or sa is None:
-            out.append(ValueChange(where=file, field="(stage)", before="present" if sb else "(absent)", after="present" if sa else "(absent)"))
+            out.append(
+                ValueChange(
+                    where=file,
+                    field="(stage)",
+                    before="present" if sb else "(absent)",
+                    after="present" if sa else "(absent)",
+                )
+            )
             continue
         for key in COMPILE_FIELDS:
             bv = sb.values.get(key, "(unset)")
@@ -311,7 +323,11 @@ def kit_changes(before: list[KitFacts], after: list[KitFacts], path_map: dict[st
             out.append(f"{where} removed")
         else:
             if kb.in_place != ka.in_place:
-                out.append(f"{where}: {'in place' if kb.in_place else 'not in place'} -> {'in place' if ka.in_place else 'not in place'}")
+                out.append(
+                    f"{where}: {'in place' if kb.in_place else 'not in place'} -> {'in place' if ka.in_place else 'not in place'}"
+                )
             if sorted(kb.disables) != sorted(ka.disables):
-                out.append(f"{where}: compiler.disable regions {sorted(kb.disables) or 'none'} -> {sorted(ka.disables) or 'none'}")
+                out.append(
+                    f"{where}: compiler.disable regions {sorted(kb.disables) or 'none'} -> {sorted(ka.disables) or 'none'}"
+                )
     return out

@@ -27,9 +27,12 @@ class ChangedFile(BaseModel):
     recipe: str | None = None
     old_recipe: str | None = Field(default=None, exclude=True)
     binary: bool = False
-    entry: FileEntry = Field(default="file", description="what the path is on the head side (the base side when deleted)")
+    entry: FileEntry = Field(
+        default="file", description="what the path is on the head side (the base side when deleted)"
+    )
     note: str | None = Field(
-        default=None, description="why the content was not compared line by line (a submodule, an object missing from the clone)"
+        default=None,
+        description="why the content was not compared line by line (a submodule, an object missing from the clone)",
     )
     lines: list[int] = Field(default_factory=list, exclude=True, description="head-side changed lines")
 
@@ -97,7 +100,8 @@ class DiffFinding(Finding):
         default=False, description=f"within {3} lines of a changed line (e.g. a moved neighbour made it wrong)"
     )
     superseded_by: str | None = Field(
-        default=None, description="base finding that stopped applying because a stronger new finding (this rule id) replaced it"
+        default=None,
+        description="base finding that stopped applying because a stronger new finding (this rule id) replaced it",
     )
 
 
@@ -120,7 +124,8 @@ class DiffReport(BaseModel):
     new: list[DiffFinding] = Field(default_factory=list)
     fixed: list[DiffFinding] = Field(default_factory=list)
     superseded: list[DiffFinding] = Field(
-        default_factory=list, description="base findings replaced by a stronger new finding on the same subject (not fixed)"
+        default_factory=list,
+        description="base findings replaced by a stronger new finding on the same subject (not fixed)",
     )
     unchanged: list[DiffFinding] = Field(default_factory=list)
     unchanged_count: int = 0

@@ -66,7 +66,10 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
         lines.append(f"  - {c}")
     other = [f for f in report.shared_files if f.kind != "kit"]
     if other:
-        lines.append(f"shared files changed: {len(other)}" + "".join(f"\n    {f.change:<8} {f.path}{_file_tags(f)}" for f in other[:20]))
+        lines.append(
+            f"shared files changed: {len(other)}"
+            + "".join(f"\n    {f.change:<8} {f.path}{_file_tags(f)}" for f in other[:20])
+        )
     if not report.recipes:
         lines.append("no recipe touched")
     for d in report.recipes:
@@ -79,7 +82,10 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
         sections.append(("unchanged", report.unchanged))
     for title, items in sections:
         lines.append("")
-        lines.append(f"{title} findings: {len(items)}" + ("  (* on a changed line, ~ near one)" if title == "new" and items else ""))
+        lines.append(
+            f"{title} findings: {len(items)}"
+            + ("  (* on a changed line, ~ near one)" if title == "new" and items else "")
+        )
         for f in items[:MAX_LIST]:
             lines.append("  " + _finding(f))
         if len(items) > MAX_LIST:
@@ -100,7 +106,9 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
     out = [f"## model-compile diff `{_rev(report.base)}` .. `{_rev(report.head)}`", ""]
     verdict = ":x: introduces error findings" if report.exit_code else ":white_check_mark: no new error finding"
     sup = f", {len(report.superseded)} superseded" if report.superseded else ""
-    out.append(f"**{verdict}** - {len(report.new)} new, {len(report.fixed)} fixed{sup}, {report.unchanged_count} unchanged")
+    out.append(
+        f"**{verdict}** - {len(report.new)} new, {len(report.fixed)} fixed{sup}, {report.unchanged_count} unchanged"
+    )
     out.append("")
     if report.kit_changed:
         out.append(f"Shared kit changed (`{'`, `'.join(report.kit_files)}`): every kit recipe is affected.")
@@ -129,7 +137,11 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
     else:
         out.append("No recipe touched.")
         out.append("")
-    sections = [("New findings", report.new), ("Fixed findings", report.fixed), ("Superseded findings", report.superseded)]
+    sections = [
+        ("New findings", report.new),
+        ("Fixed findings", report.fixed),
+        ("Superseded findings", report.superseded),
+    ]
     if all_findings:
         sections.append(("Unchanged findings", report.unchanged))
     for title, items in sections:

@@ -141,7 +141,7 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
     base_findings: list[Finding] = list(base_report.findings)
     head_findings: list[Finding] = list(head_report.findings)
     diffs: list[RecipeDiff] = []
-    for (hname, bname), rfiles in sorted(touched.items(), key=lambda kv: (kv[0][0] or kv[0][1] or "")):
+    for (hname, bname), rfiles in sorted(touched.items(), key=lambda kv: kv[0][0] or kv[0][1] or ""):
         hr, br = heads.get(hname) if hname else None, bases.get(bname) if bname else None
         status: RecipeStatus
         if hname and bname and hname != bname:

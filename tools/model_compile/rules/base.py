@@ -68,7 +68,11 @@ class Rule:
     ) -> Finding:
         """A finding of this rule; `subject` names what it is about (a field, call or stage), not where."""
         mod = ctx.modules.get(file)
-        code = mod.line(line) if mod else _text_line(ctx.stage_texts.get(file) or (ctx.readme if file.endswith("README.md") else None), line)
+        code = (
+            mod.line(line)
+            if mod
+            else _text_line(ctx.stage_texts.get(file) or (ctx.readme if file.endswith("README.md") else None), line)
+        )
         return Finding(
             rule=self.id,
             severity=self.severity,

@@ -17,8 +17,7 @@ from model_compile.vocabulary import BACKENDS, MODES
 
 ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
 NO_COMPILE_SCHEMA = replace_once(
-    SCHEMA,
-    "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
+    SCHEMA, "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
 )
 
 
@@ -36,7 +35,9 @@ class SchemaLacksCompile(Rule):
         Example(
             schema=replace_once(
                 replace_once(
-                    replace_once(SCHEMA, "class ExampleCompileConfig(BaseModel):", "class TorchCompileSection(BaseModel):"),
+                    replace_once(
+                        SCHEMA, "class ExampleCompileConfig(BaseModel):", "class TorchCompileSection(BaseModel):"
+                    ),
                     "compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)",
                     "compile: TorchCompileSection = TorchCompileSection()",
                 ),
@@ -51,7 +52,11 @@ class SchemaLacksCompile(Rule):
         Example(schema=mark(NO_COMPILE_SCHEMA, "from typing import Literal", "MC201"), note="no compile field"),
         Example(
             schema=mark(
-                replace_once(SCHEMA, '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n', ""),
+                replace_once(
+                    SCHEMA,
+                    '    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"\n',
+                    "",
+                ),
                 "compile: ExampleCompileConfig = Field",
                 "MC201",
             ),
@@ -66,13 +71,27 @@ class SchemaLacksCompile(Rule):
         schema = ctx.config.schema_
         file = schema.file or ctx.loc.rel("configs/schema.py")
         if schema.compile_class is None:
-            detail = "; ".join(schema.problems) if schema.problems else f"{schema.model_class or 'the model config'} has no `compile` field"
-            yield self.finding(ctx, file, schema.compile_field_line or 1, f"recipe compiles but {detail}", subject="schema model.compile")
+            detail = (
+                "; ".join(schema.problems)
+                if schema.problems
+                else f"{schema.model_class or 'the model config'} has no `compile` field"
+            )
+            yield self.finding(
+                ctx,
+                file,
+                schema.compile_field_line or 1,
+                f"recipe compiles but {detail}",
+                subject="schema model.compile",
+            )
             return
-        missing = [n for n in ("enabled", "backend", "mode") if not schema.fields.get(n) or not schema.fields[n].present]
+        missing = [
+            n for n in ("enabled", "backend", "mode") if not schema.fields.get(n) or not schema.fields[n].present
+        ]
         if missing:
             yield self.finding(
-                ctx, file, schema.compile_field_line or 1,
+                ctx,
+                file,
+                schema.compile_field_line or 1,
                 f"{schema.compile_class} lacks {', '.join(missing)}",
                 subject="schema model.compile fields",
             )
@@ -94,7 +113,10 @@ class InvalidCompileValue(Rule):
     VALID = [
         Example(),
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: aot_eager")}),
-        Example(stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs")}, note="longest allowed mode"),
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs")},
+            note="longest allowed mode",
+        ),
         Example(
             stages={"train": replace_once(STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,inductor}"')},
             note="OmegaConf interpolation with a valid default",
@@ -112,15 +134,37 @@ class InvalidCompileValue(Rule):
         Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductr  # <- MC202")}),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: sometimes  # <- MC202")}),
         Example(
-            stages={"train": replace_once(STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,bogus}"  # <- MC202')},
+            stages={
+                "train": replace_once(
+                    STAGE, "backend: inductor", 'backend: "${oc.env:COMPILE_BACKEND,bogus}"  # <- MC202'
+                )
+            },
             note="interpolation whose default is invalid",
         ),
         Example(
-            stages={"train": replace_once(STAGE, "mode: default", "mode: ${oc.select:train.compile_mode,max-autotune-no-cudagraph}  # <- MC202")},
+            stages={
+                "train": replace_once(
+                    STAGE,
+                    "mode: default",
+                    "mode: ${oc.select:train.compile_mode,max-autotune-no-cudagraph}  # <- MC202",
+                )
+            },
             note="oc.select with a misspelled default",
         ),
-        Example(schema=replace_once(SCHEMA, 'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"', 'mode: str = "fast"  # <- MC202')),
-        Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202')),
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                'mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"',
+                'mode: str = "fast"  # <- MC202',
+            )
+        ),
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"',
+                'backend: Literal["inductor", "tensorrt"] = "inductor"  # <- MC202',
+            )
+        ),
         Example(
             body=mark(
                 replace_once(CANONICAL_BODY, "mode=self.config.model.compile.mode", 'mode="max-autotune-no-cudagraph"'),
@@ -140,25 +184,46 @@ class InvalidCompileValue(Rule):
             if fact and fact.present:
                 if fact.default is not None and fact.default not in ALLOWED[name]:
                     yield self.finding(
-                        ctx, schema.file, fact.line or 1, f"default {name} {fact.default!r} is not one of {ALLOWED[name]}",
-                        _typed_hint(fact, name), subject=f"schema default {name} | {fact.default!r}",
+                        ctx,
+                        schema.file,
+                        fact.line or 1,
+                        f"default {name} {fact.default!r} is not one of {ALLOWED[name]}",
+                        _typed_hint(fact, name),
+                        subject=f"schema default {name} | {fact.default!r}",
                     )
                 bad = [v for v in fact.allowed or [] if v not in ALLOWED[name]]
                 if bad:
                     yield self.finding(
-                        ctx, schema.file, fact.line or 1, f"{name} type admits {bad}, outside {ALLOWED[name]}",
+                        ctx,
+                        schema.file,
+                        fact.line or 1,
+                        f"{name} type admits {bad}, outside {ALLOWED[name]}",
                         subject=f"schema type {name}",
                     )
         enabled = schema.fields.get("enabled")
         if enabled and enabled.present:
-            if enabled.default_text is not None and enabled.default is not None and not isinstance(enabled.default, bool):
+            if (
+                enabled.default_text is not None
+                and enabled.default is not None
+                and not isinstance(enabled.default, bool)
+            ):
                 yield self.finding(
-                    ctx, schema.file, enabled.line or 1, f"default enabled {enabled.default!r} is not a bool",
+                    ctx,
+                    schema.file,
+                    enabled.line or 1,
+                    f"default enabled {enabled.default!r} is not a bool",
                     subject="schema default enabled",
                 )
-            if enabled.annotation and enabled.annotation.replace(" ", "") not in ("bool", "StrictBool", "pydantic.StrictBool"):
+            if enabled.annotation and enabled.annotation.replace(" ", "") not in (
+                "bool",
+                "StrictBool",
+                "pydantic.StrictBool",
+            ):
                 yield self.finding(
-                    ctx, schema.file, enabled.line or 1, f"enabled is typed `{enabled.annotation}`, not bool",
+                    ctx,
+                    schema.file,
+                    enabled.line or 1,
+                    f"enabled is typed `{enabled.annotation}`, not bool",
                     subject="schema type enabled",
                 )
         for _, event, _events in compile_events(ctx):
@@ -166,7 +231,9 @@ class InvalidCompileValue(Rule):
                 value = _literal_string(event.arguments.get(name))
                 if value is not None and value not in ALLOWED[name]:
                     yield self.finding(
-                        ctx, event.file, event.line,
+                        ctx,
+                        event.file,
+                        event.line,
                         f"the compile call passes {name}={value!r}, which is not one of {ALLOWED[name]}: "
                         "torch.compile rejects it when compile is enabled",
                         f"pass {name}=self.config.model.compile.{name} and set an allowed value in the config",
@@ -179,14 +246,18 @@ class InvalidCompileValue(Rule):
                 known, value = stage.static_value(name)
                 if known and value not in ALLOWED[name]:
                     yield self.finding(
-                        ctx, stage.file, stage.lines.get(name, 1),
+                        ctx,
+                        stage.file,
+                        stage.lines.get(name, 1),
                         f"{stage.name}: {name} {_stage_value(stage, name, value)} is not one of {ALLOWED[name]}",
                         subject=f"stage {stage.name} {name} | {value!r}",
                     )
             known, value = stage.static_value("enabled")
             if known and not _bool_like(value, dynamic="enabled" in stage.dynamic):
                 yield self.finding(
-                    ctx, stage.file, stage.lines.get("enabled", 1),
+                    ctx,
+                    stage.file,
+                    stage.lines.get("enabled", 1),
                     f"{stage.name}: enabled {_stage_value(stage, 'enabled', value)} is not a bool",
                     subject=f"stage {stage.name} enabled",
                 )
@@ -205,7 +276,11 @@ def _default_effect(ctx: RecipeContext) -> str:
         )
     if stages:
         off = [s.name for s in stages if s.values.get("enabled") is False]
-        which = f"every stage sets false: {', '.join(off)}" if len(off) == len(stages) else "every stage sets `enabled` itself"
+        which = (
+            f"every stage sets false: {', '.join(off)}"
+            if len(off) == len(stages)
+            else "every stage sets `enabled` itself"
+        )
         return (
             f"schema default enables compile: no stage gets it today ({which}), but any new stage file without a "
             "`compile:` block (or without `enabled` in it) would get compile"
@@ -270,7 +345,13 @@ class EnabledWithoutIntent(Rule):
     fix = "add `# model-compile: enabled - <reason>` on or above the line, or set it to false"
     VALID = [
         Example(),
-        Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured faster steps")}),
+        Example(
+            stages={
+                "train": replace_once(
+                    STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured faster steps"
+                )
+            }
+        ),
         Example(
             schema=replace_once(
                 SCHEMA,
@@ -281,10 +362,16 @@ class EnabledWithoutIntent(Rule):
         ),
     ]
     INVALID = [
-        Example(schema=replace_once(SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend")),
+        Example(
+            schema=replace_once(
+                SCHEMA, "    enabled: bool = False\n    backend", "    enabled: bool = True  # <- MC203\n    backend"
+            )
+        ),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # <- MC203")}),
         Example(
-            stages={"train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,true}"  # <- MC203')},
+            stages={
+                "train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,true}"  # <- MC203')
+            },
             note="enabled unless the environment says otherwise",
         ),
     ]
@@ -301,9 +388,13 @@ class EnabledWithoutIntent(Rule):
             and not ctx.documented("enabled", schema.file, enabled.line or 0)
         ):
             yield self.finding(
-                ctx, schema.file, enabled.line or 1, _default_effect(ctx) + "; is that intended?",
+                ctx,
+                schema.file,
+                enabled.line or 1,
+                _default_effect(ctx) + "; is that intended?",
                 # Scoped by the stages that get compile from the default: a change that adds one makes it new.
-                subject="schema default enabled | " + (", ".join(s.name for s in ctx.config.stages if "enabled" not in s.values) or "no stage"),
+                subject="schema default enabled | "
+                + (", ".join(s.name for s in ctx.config.stages if "enabled" not in s.values) or "no stage"),
             )
         for stage in ctx.config.stages:
             known, value = stage.static_value("enabled")
@@ -312,7 +403,10 @@ class EnabledWithoutIntent(Rule):
                 if not ctx.documented("enabled", stage.file, line):
                     how = f" by default (`{stage.dynamic['enabled']}`)" if "enabled" in stage.dynamic else ""
                     yield self.finding(
-                        ctx, stage.file, line, f"stage {stage.name} enables compile{how} without a documented reason",
+                        ctx,
+                        stage.file,
+                        line,
+                        f"stage {stage.name} enables compile{how} without a documented reason",
                         subject=f"stage {stage.name} enabled",
                     )
 
@@ -326,7 +420,7 @@ class ConfigNotWired(Rule):
         "not passed, and a compile config section that nothing reads."
     )
     why = "The config is the contract: `--config-override model.compile.enabled=true` must turn compile on, and stage YAMLs must choose backend and mode."
-    example = "model = self.model_kit.apply_model_compile(model, backend=\"inductor\", mode=\"default\")"
+    example = 'model = self.model_kit.apply_model_compile(model, backend="inductor", mode="default")'
     use_instead = (
         "if self.config.model.compile.enabled:\n    model = self.model_kit.apply_model_compile(\n"
         "        model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)"
@@ -351,10 +445,19 @@ class ConfigNotWired(Rule):
             ),
             note="local alias",
         ),
-        Example(body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled and not self.config.debug:\n"), note="extra conjunct"),
         Example(
             body=replace_once(
-                CANONICAL_BODY, "if self.config.model.compile.enabled:", 'if getattr(self.config.model.compile, "enabled", False):'
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "if self.config.model.compile.enabled and not self.config.debug:\n",
+            ),
+            note="extra conjunct",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                'if getattr(self.config.model.compile, "enabled", False):',
             ),
             note="getattr gate",
         ),
@@ -385,12 +488,20 @@ class ConfigNotWired(Rule):
     INVALID = [
         # Findings on a multi-line call land on its first line.
         Example(
-            body=mark(replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if True:\n"), "apply_model_compile(", "MC204"),
+            body=mark(
+                replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if True:\n"),
+                "apply_model_compile(",
+                "MC204",
+            ),
             note="ungated",
         ),
         Example(
             body=mark(
-                replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:\n", "if not self.config.model.compile.enabled:\n"),
+                replace_once(
+                    CANONICAL_BODY,
+                    "if self.config.model.compile.enabled:\n",
+                    "if not self.config.model.compile.enabled:\n",
+                ),
                 "apply_model_compile(",
                 "MC204",
             ),
@@ -433,12 +544,20 @@ class ConfigNotWired(Rule):
             note="a flag through bool(), negated: inverted gate",
         ),
         Example(
-            body=mark(replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'), "apply_model_compile(", "MC204"),
+            body=mark(
+                replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", 'backend="inductor"'),
+                "apply_model_compile(",
+                "MC204",
+            ),
             note="hard-coded backend",
         ),
         Example(
             body=mark(
-                replace_once(CANONICAL_BODY, "backend=self.config.model.compile.backend", "backend=self.config.optim.compile_backend"),
+                replace_once(
+                    CANONICAL_BODY,
+                    "backend=self.config.model.compile.backend",
+                    "backend=self.config.optim.compile_backend",
+                ),
                 "apply_model_compile(",
                 "MC204",
             ),
@@ -465,7 +584,9 @@ class ConfigNotWired(Rule):
         if not written and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
             ledger = ctx.ledgers[0]
             yield self.finding(
-                ctx, ledger.file, ledger.line,
+                ctx,
+                ledger.file,
+                ledger.line,
                 f"the config has model.compile but {ledger.engine_class}.prepare_model() never compiles",
                 fix=f"add the kit call: model-compile generate {ctx.loc.display_path} --path kit",
                 subject=f"{ledger.engine_class}.prepare_model",
@@ -474,24 +595,36 @@ class ConfigNotWired(Rule):
             state = gate_state(e)
             if state == "inverted":
                 yield self.finding(
-                    ctx, e.file, e.line, f"compile {step_ref(e)} runs when model.compile.enabled is false (inverted gate)",
+                    ctx,
+                    e.file,
+                    e.line,
+                    f"compile {step_ref(e)} runs when model.compile.enabled is false (inverted gate)",
                     subject=f"{call_subject(e)} gate",
                 )
             elif state == "ungated":
                 yield self.finding(
-                    ctx, e.file, e.line, f"compile {step_ref(e)} is not gated by model.compile.enabled",
+                    ctx,
+                    e.file,
+                    e.line,
+                    f"compile {step_ref(e)} is not gated by model.compile.enabled",
                     subject=f"{call_subject(e)} gate",
                 )
             for name in ("backend", "mode"):
                 value = e.arguments.get(name)
                 if value is None:
                     yield self.finding(
-                        ctx, e.file, e.line, f"compile {step_ref(e)} does not pass {name} from model.compile.{name}",
+                        ctx,
+                        e.file,
+                        e.line,
+                        f"compile {step_ref(e)} does not pass {name} from model.compile.{name}",
                         subject=f"{call_subject(e)} {name}",
                     )
                 elif f"compile.{name}" not in value:
                     yield self.finding(
-                        ctx, e.file, e.line, f"compile {step_ref(e)}: {name} {_argument_source(value)} instead of `model.compile.{name}`",
+                        ctx,
+                        e.file,
+                        e.line,
+                        f"compile {step_ref(e)}: {name} {_argument_source(value)} instead of `model.compile.{name}`",
                         subject=f"{call_subject(e)} {name}",
                     )
 
@@ -514,9 +647,20 @@ class UntypedCompileChoice(Rule):
     fix = "optionally type it with Literal[...] of the allowed values (or silence MC205 in [tool.model-compile] ignore)"
     VALID = [
         Example(),
-        Example(schema=replace_once(SCHEMA, "    mode: Literal", '    cache_dir: str = ""\n    mode: Literal'), note="other str field in the section"),
+        Example(
+            schema=replace_once(SCHEMA, "    mode: Literal", '    cache_dir: str = ""\n    mode: Literal'),
+            note="other str field in the section",
+        ),
     ]
-    INVALID = [Example(schema=replace_once(SCHEMA, 'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"', 'backend: str = "inductor"  # <- MC205'))]
+    INVALID = [
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                'backend: Literal["inductor", "aot_eager", "eager"] = "inductor"',
+                'backend: str = "inductor"  # <- MC205',
+            )
+        )
+    ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         schema = ctx.config.schema_
@@ -526,7 +670,9 @@ class UntypedCompileChoice(Rule):
             fact = schema.fields.get(name)
             if fact and fact.present and _plain_str(fact):
                 yield self.finding(
-                    ctx, schema.file, fact.line or 1,
+                    ctx,
+                    schema.file,
+                    fact.line or 1,
                     f"{schema.compile_class}.{name} is `{fact.annotation}`; its configured values are checked by MC202, "
                     f"a Literal type would also reject typos in overrides",
                     subject=f"schema type {name}",

@@ -16,10 +16,7 @@ from model_compile.vocabulary import FALLBACK_KINDS
 KIT_CALL = "self.model_kit.apply_model_compile(\n    model,\n    backend=self.config.model.compile.backend,\n    mode=self.config.model.compile.mode,\n)"
 _COMPILE_KW = "backend=self.config.model.compile.backend, mode=self.config.model.compile.mode"
 _KIT_BLOCK = "    model = " + KIT_CALL.replace("\n", "\n    ") + "\n"
-_REGIONAL_LOOP = (
-    "    for layer in model.model.language_model.layers:\n"
-    f"        layer.compile({_COMPILE_KW})\n"
-)
+_REGIONAL_LOOP = f"    for layer in model.model.language_model.layers:\n        layer.compile({_COMPILE_KW})\n"
 REGIONAL_BODY = replace_once(
     CANONICAL_BODY,
     _KIT_BLOCK,
@@ -145,7 +142,10 @@ class UndocumentedGraphBreak(Rule):
                     if ctx.documented("graph-break", path, node.lineno):
                         continue
                 yield self.finding(
-                    ctx, path, line, f"graph-break region `{mod.line(line)}` has no documented reason",
+                    ctx,
+                    path,
+                    line,
+                    f"graph-break region `{mod.line(line)}` has no documented reason",
                     subject=f"graph-break {_region(node)}",
                 )
 
@@ -225,8 +225,7 @@ class FallbackKindMismatch(Rule):
             body=replace_once(
                 CANONICAL_BODY,
                 "    model = " + KIT_CALL.replace("\n", "\n    "),
-                "    # model-compile: regional - per block  # <- MC104\n"
-                f"    model.compile({_COMPILE_KW})",
+                f"    # model-compile: regional - per block  # <- MC104\n    model.compile({_COMPILE_KW})",
             )
         )
     ]
@@ -243,7 +242,10 @@ class FallbackKindMismatch(Rule):
                 if kind not in shapes:
                     seen = ", ".join(sorted(shapes)) or "whole-model compile"
                     yield self.finding(
-                        ctx, doc.file, doc.line, f"documented as `{kind}` but the code looks like: {seen}",
+                        ctx,
+                        doc.file,
+                        doc.line,
+                        f"documented as `{kind}` but the code looks like: {seen}",
                         subject=f"{kind} note on {call_subject(event)}",
                     )
                 break

@@ -36,7 +36,9 @@ class CompiledObjectNotReturned(Rule):
     id = "MC301"
     severity = "error"
     title = "compiled object is not the returned model"
-    what = "Flags compile applied to a copy, to a model rebuilt afterwards, or a torch.compile result that is thrown away."
+    what = (
+        "Flags compile applied to a copy, to a model rebuilt afterwards, or a torch.compile result that is thrown away."
+    )
     why = "Training uses what prepare_model() returns; compiling anything else costs compile time and changes nothing."
     example = "eval_model = copy.deepcopy(model)\neval_model.compile()\nreturn parallelize_model(model, ...)"
     use_instead = "compile the module that prepare_model() returns (in place), before wrapping it"
@@ -45,7 +47,9 @@ class CompiledObjectNotReturned(Rule):
         Example(),
         Example(
             body=replace_once(
-                CANONICAL_BODY, "if self.config.model.compile.enabled:", "self.ema_model = copy.deepcopy(model)\nif self.config.model.compile.enabled:"
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                "self.ema_model = copy.deepcopy(model)\nif self.config.model.compile.enabled:",
             ),
             note="a copy is kept, the returned model is compiled",
         ),
@@ -64,7 +68,9 @@ class CompiledObjectNotReturned(Rule):
         ),
         Example(
             body=mark(
-                replace_once(CANONICAL_BODY, _RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN),
+                replace_once(
+                    CANONICAL_BODY, _RETURN, "model = self.model_kit.build_model(self.config.model.path)\n" + _RETURN
+                ),
                 "apply_model_compile(",
                 "MC301",
             ),
@@ -79,7 +85,10 @@ class CompiledObjectNotReturned(Rule):
                     continue
                 if e.compile_style == "wrapper" and not e.replaces_model:
                     yield self.finding(
-                        ctx, e.file, e.line, f"the result of {step_ref(e)} is discarded: nothing is compiled",
+                        ctx,
+                        e.file,
+                        e.line,
+                        f"the result of {step_ref(e)} is discarded: nothing is compiled",
                         subject=call_subject(e),
                     )
                 elif (
@@ -88,7 +97,9 @@ class CompiledObjectNotReturned(Rule):
                     and e.model_identity != ledger.returned_identity
                 ):
                     yield self.finding(
-                        ctx, e.file, e.line,
+                        ctx,
+                        e.file,
+                        e.line,
                         f"{step_ref(e)} compiles {e.target}, which is not the model prepare_model() returns "
                         "(a copy, or the model was rebuilt afterwards)",
                         subject=call_subject(e),
@@ -106,7 +117,9 @@ class _AfterCompile(Rule):
             for later in events[idx + 1 :]:
                 if later.kind in self.kinds and later.reachable and not exclusive(c, later) and same_model(c, later):
                     yield self.finding(
-                        ctx, later.file, later.line,
+                        ctx,
+                        later.file,
+                        later.line,
                         f"{self.noun} {step_ref(later)} runs after compile {step_ref(c, later.file)}",
                         subject=f"{call_subject(later)} after {call_subject(c)}",
                     )
@@ -127,14 +140,22 @@ class PatchAfterCompile(_AfterCompile):
         Example(),
         Example(
             body=replace_once(
-                replace_once(CANONICAL_BODY, "model = self.model_kit.apply_model_patches(model, [patch_attention])\n", ""),
+                replace_once(
+                    CANONICAL_BODY, "model = self.model_kit.apply_model_patches(model, [patch_attention])\n", ""
+                ),
                 _RETURN,
                 "else:\n    model = self.model_kit.apply_model_patches(model, [patch_attention])\n" + _RETURN,
             ),
             note="eager-only patch in the else arm",
         ),
     ]
-    INVALID = [Example(body=mark(_move_compile_before("model = self.model_kit.apply_model_patches"), "apply_model_patches", "MC401"))]
+    INVALID = [
+        Example(
+            body=mark(
+                _move_compile_before("model = self.model_kit.apply_model_patches"), "apply_model_patches", "MC401"
+            )
+        )
+    ]
 
 
 class FreezeAfterCompile(_AfterCompile):
@@ -150,19 +171,28 @@ class FreezeAfterCompile(_AfterCompile):
     fix = "move the compile block after freezing and the fp32 upcast"
     VALID = [
         Example(),
-        Example(body=replace_once(replace_once(CANONICAL_BODY, _UPCAST, ""), _GATED_KIT, _UPCAST + _GATED_KIT), note="upcast right before compile"),
+        Example(
+            body=replace_once(replace_once(CANONICAL_BODY, _UPCAST, ""), _GATED_KIT, _UPCAST + _GATED_KIT),
+            note="upcast right before compile",
+        ),
     ]
     INVALID = [
         Example(
             body=mark(
-                mark(_move_compile_before("model = self.model_kit.apply_freeze_policy"), "apply_freeze_policy", "MC402"),
+                mark(
+                    _move_compile_before("model = self.model_kit.apply_freeze_policy"), "apply_freeze_policy", "MC402"
+                ),
                 "parameter.data = parameter.data.to(",
                 "MC402",
             ),
             note="freeze and upcast after compile",
         ),
         Example(
-            body=mark(_move_compile_before("for parameter in model.parameters():"), "parameter.data = parameter.data.to(", "MC402"),
+            body=mark(
+                _move_compile_before("for parameter in model.parameters():"),
+                "parameter.data = parameter.data.to(",
+                "MC402",
+            ),
             note="upcast after compile",
         ),
     ]
@@ -213,7 +243,11 @@ class UnreachableCompile(Rule):
     VALID = [
         Example(),
         Example(
-            body=replace_once(CANONICAL_BODY, "if self.config.model.compile.enabled:", "if self.config.eval_only:\n    return model\nif self.config.model.compile.enabled:"),
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:",
+                "if self.config.eval_only:\n    return model\nif self.config.model.compile.enabled:",
+            ),
             note="early return in a branch before compile",
         ),
     ]
@@ -224,7 +258,9 @@ class UnreachableCompile(Rule):
             for e in ledger.events:
                 if e.kind == "compile" and not e.reachable:
                     yield self.finding(
-                        ctx, e.file, e.line,
+                        ctx,
+                        e.file,
+                        e.line,
                         f"compile {step_ref(e)} is never reached (it follows a `return`, or sits under a test that never holds): "
                         "the model trains eager",
                         subject=call_subject(e),
@@ -277,7 +313,10 @@ class TwoCompilePaths(Rule):
                     continue
                 if _overlap(a.target or "", b.target or ""):
                     yield self.finding(
-                        ctx, b.file, b.line, f"{step_ref(b)} compiles again what {step_ref(a, b.file)} already compiles",
+                        ctx,
+                        b.file,
+                        b.line,
+                        f"{step_ref(b)} compiles again what {step_ref(a, b.file)} already compiles",
                         subject=f"{call_subject(b)} after {call_subject(a)}",
                     )
 

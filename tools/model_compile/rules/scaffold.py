@@ -48,7 +48,7 @@ def mark(text: str, anchor: str, rule: str) -> str:
         raise ValueError(f"anchor {anchor!r} is on {len(hits)} lines of the example text; expected exactly one")
     i = hits[0]
     content = lines[i].rstrip("\r\n")
-    lines[i] = f"{content}  # <- {rule}{lines[i][len(content):]}"
+    lines[i] = f"{content}  # <- {rule}{lines[i][len(content) :]}"
     return "".join(lines)
 
 
@@ -94,7 +94,7 @@ class ExampleEngine(Engine):
 {body}
 '''
 
-SCHEMA = '''\
+SCHEMA = """\
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -120,7 +120,7 @@ class ExampleModelConfig(BaseModel):
 class ExampleConfig(BaseModel):
     engine: str = "ExampleEngine"
     model: ExampleModelConfig = Field(default_factory=ExampleModelConfig)
-'''
+"""
 
 STAGE = """\
 engine: ExampleEngine
@@ -133,10 +133,10 @@ model:
     mode: default
 """
 
-MODEL_INIT = '''\
+MODEL_INIT = """\
 def patch_attention(model):
     return model
-'''
+"""
 
 README = "# Example recipe\n\nA canonical kit recipe.\n"
 

@@ -45,7 +45,9 @@ class FileDoesNotParse(Rule):
             yield self.finding(ctx, failure.path, failure.line, failure.message, subject="does not parse")
         for stage in ctx.config.stages:
             for problem in stage.problems:
-                yield self.finding(ctx, stage.file, _line_of(problem), f"{stage.file} {problem}", subject="does not parse")
+                yield self.finding(
+                    ctx, stage.file, _line_of(problem), f"{stage.file} {problem}", subject="does not parse"
+                )
         for path, problem in ctx.unreadable:
             yield self.finding(ctx, path, 1, f"{path} cannot be read: {problem}", subject="unreadable")
 
@@ -122,7 +124,7 @@ class NoCompileSupport(Rule):
         if ctx.readme and KIT_OPT_OUT.search(ctx.readme):
             fix = (
                 "its README says it does not use the kit: ask before adding it; a recipe-local compile is "
-                f"`model-compile generate {path} --path submodule --target <module> --reason \"...\"` "
+                f'`model-compile generate {path} --path submodule --target <module> --reason "..."` '
                 f"(or the kit anyway: `{fix}`)"
             )
         yield self.finding(
@@ -136,7 +138,9 @@ class NoCompileSupport(Rule):
 
 
 # A README that says the recipe stays off the kit layer ("does not use the kit", "without the kit").
-KIT_OPT_OUT = re.compile(r"\b(?:does not|doesn't|do not|never)\s+uses?\s+the\s+(?:model\s+)?kit|\bwithout\s+the\s+(?:model\s+)?kit\b", re.I)
+KIT_OPT_OUT = re.compile(
+    r"\b(?:does not|doesn't|do not|never)\s+uses?\s+the\s+(?:model\s+)?kit|\bwithout\s+the\s+(?:model\s+)?kit\b", re.I
+)
 
 
 class SuppressionWithoutReason(Rule):
@@ -157,14 +161,28 @@ class SuppressionWithoutReason(Rule):
     VALID = [
         Example(),
         Example(
-            stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductor  # model-compile: ignore[MC202] - vendor backend")},
+            stages={
+                "train": replace_once(
+                    STAGE, "backend: inductor", "backend: inductor  # model-compile: ignore[MC202] - vendor backend"
+                )
+            },
             note="ignore with a reason",
         ),
     ]
     INVALID = [
-        Example(stages={"train": replace_once(STAGE, "backend: inductor", "backend: inductor  # model-compile: ignore[MC202]  # <- MC001")}),
         Example(
-            stages={"train": replace_once(STAGE, "mode: default", "mode: default  # model-compile: ignore[MC999] - typo in the id  # <- MC001")},
+            stages={
+                "train": replace_once(
+                    STAGE, "backend: inductor", "backend: inductor  # model-compile: ignore[MC202]  # <- MC001"
+                )
+            }
+        ),
+        Example(
+            stages={
+                "train": replace_once(
+                    STAGE, "mode: default", "mode: default  # model-compile: ignore[MC999] - typo in the id  # <- MC001"
+                )
+            },
             note="unknown rule id",
         ),
     ]
@@ -183,6 +201,9 @@ class SuppressionWithoutReason(Rule):
             else:
                 continue
             yield self.finding(
-                ctx, s.file, s.line, f"`# model-compile: ignore[{', '.join(s.rules)}]` {problem}: it silences nothing",
+                ctx,
+                s.file,
+                s.line,
+                f"`# model-compile: ignore[{', '.join(s.rules)}]` {problem}: it silences nothing",
                 subject=f"ignore {','.join(s.rules)}",
             )

@@ -46,15 +46,15 @@ _EARLY_EAGER_EXIT_ELSE = replace_once(
 _EARLY_COMPILED_EXIT = replace_once(
     CANONICAL_BODY,
     _GATED_KIT,
-    "if self.config.model.compile.enabled:\n    " + _WRAP
+    "if self.config.model.compile.enabled:\n    "
+    + _WRAP
     + "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, "
     "mode=self.config.model.compile.mode)  # <- MC408\n    return model\n",
 )
 _EARLY_EVAL_EXIT = replace_once(
     _WITHOUT_COMPILE,
     _RETURN,
-    "if self.config.eval_only:\n    " + _RETURN + _WRAP
-    + "if self.config.model.compile.enabled:\n"
+    "if self.config.eval_only:\n    " + _RETURN + _WRAP + "if self.config.model.compile.enabled:\n"
     "    model = self.model_kit.apply_model_compile(model, backend=self.config.model.compile.backend, "
     "mode=self.config.model.compile.mode)  # <- MC408\nreturn model\n",
 )
@@ -144,7 +144,9 @@ class CompileAfterWrap(Rule):
             if ctx.documented("post-wrap", c.file, c.line) or ctx.readme_documents("post-wrap"):
                 continue
             yield self.finding(
-                ctx, c.file, c.line,
+                ctx,
+                c.file,
+                c.line,
                 f"{step_ref(c)} runs after distributed wrapping {step_ref(wraps[-1], c.file)}",
                 subject=call_subject(c),
             )
@@ -160,7 +162,7 @@ class KitCompileAfterWrap(Rule):
     )
     why = (
         "The kit is written for the unwrapped model: it finds the regions it keeps eager (e.g. the vision tower "
-        "at `model.model.visual`, found through `hasattr(model, \"model\")`) on the module it is given. After DDP "
+        'at `model.model.visual`, found through `hasattr(model, "model")`) on the module it is given. After DDP '
         "the model sits at `.module`, so the lookup misses and the tower is silently compiled; after per-block "
         "FSDP2 the compile traces the sharding hooks."
     )
@@ -173,16 +175,25 @@ class KitCompileAfterWrap(Rule):
             body=replace_once(_LOCAL_AFTER_WRAP, _LOCAL_COMPILE, _POST_WRAP_NOTE + _LOCAL_COMPILE),
             note="documented recipe-local post-wrap compile",
         ),
-        Example(body=_EARLY_EAGER_EXIT, note="early return (wrapped, eager) when compile is off, then the kit call, then the wrap"),
+        Example(
+            body=_EARLY_EAGER_EXIT,
+            note="early return (wrapped, eager) when compile is off, then the kit call, then the wrap",
+        ),
         Example(body=_EARLY_EAGER_EXIT_ELSE, note="the eager wrap-and-return in the else arm"),
     ]
     INVALID = [
         Example(body=mark(_KIT_AFTER_WRAP, "apply_model_compile(", "MC408")),
         Example(body=_EARLY_COMPILED_EXIT, note="early return on the compile-on branch, wrapped before the kit call"),
-        Example(body=_EARLY_EVAL_EXIT, note="an early return on another flag: the path that goes on wraps, then compiles"),
+        Example(
+            body=_EARLY_EVAL_EXIT, note="an early return on another flag: the path that goes on wraps, then compiles"
+        ),
         Example(
             body=mark(
-                replace_once(_KIT_AFTER_WRAP, "if self.config.model.compile.enabled:\n", "if self.config.model.compile.enabled:\n" + _POST_WRAP_NOTE),
+                replace_once(
+                    _KIT_AFTER_WRAP,
+                    "if self.config.model.compile.enabled:\n",
+                    "if self.config.model.compile.enabled:\n" + _POST_WRAP_NOTE,
+                ),
                 "apply_model_compile(",
                 "MC408",
             ),
@@ -197,7 +208,9 @@ class KitCompileAfterWrap(Rule):
                 continue
             wrap = wraps[-1]
             yield self.finding(
-                ctx, c.file, c.line,
+                ctx,
+                c.file,
+                c.line,
                 f"kit compile {step_ref(c)} runs after distributed wrapping {step_ref(wrap, c.file)}"
                 + self._consequence(ctx, wrap),
                 fix=f"move the kit call before {step_ref(wrap, c.file)}; "
@@ -219,7 +232,9 @@ class KitCompileAfterWrap(Rule):
             ddp, fsdp = [], []
         parts = []
         if regions and (ddp or name in _DDP_NAMES):
-            where = f" in {', '.join(ddp)} (DDP, parallel.mesh.shard: 1)" if ddp and name not in _DDP_NAMES else " (DDP)"
+            where = (
+                f" in {', '.join(ddp)} (DDP, parallel.mesh.shard: 1)" if ddp and name not in _DDP_NAMES else " (DDP)"
+            )
             for region, guard in regions:
                 how = f" through `{guard}`" if guard else ""
                 parts.append(
@@ -245,7 +260,9 @@ class WholeModelBeforeBlockSharding(Rule):
     why = "Dynamo then traces FSDP2's per-block hooks inside one big graph; torchtitan and VeOmni compile each block (regional) before fully_shard, which also cuts cold-start compile time."
     example = "model.compile()\nfor block in model.layers: fully_shard(block)"
     use_instead = "regional compile: for block in model.model.language_model.layers: block.compile(...)"
-    fix = "consider regional compile (model-compile generate RECIPE --path regional) for the stages that shard per block"
+    fix = (
+        "consider regional compile (model-compile generate RECIPE --path regional) for the stages that shard per block"
+    )
     VALID = [
         Example(),
         Example(body=REGIONAL_BODY, files=_FSDP2_PER_BLOCK, note="regional compile before per-block sharding"),
@@ -264,7 +281,8 @@ class WholeModelBeforeBlockSharding(Rule):
             files=_FSDP2_PER_BLOCK,
             stages={
                 "stage1": STAGE + _mesh(1),
-                "stage2": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured") + _mesh(8),
+                "stage2": replace_once(STAGE, "enabled: false", "enabled: true  # model-compile: enabled - measured")
+                + _mesh(8),
             },
             note="compile on in the stage that shards",
         ),
@@ -306,7 +324,9 @@ class WholeModelBeforeBlockSharding(Rule):
                 else:
                     continue
                 yield self.finding(
-                    ctx, c.file, c.line,
+                    ctx,
+                    c.file,
+                    c.line,
                     f"whole-model compile before `{name}(...)`, which shards {where}",
                     subject=call_subject(c) + scope,
                 )

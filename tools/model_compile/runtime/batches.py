@@ -53,8 +53,10 @@ class Shape:
         lengths = [s.text + sum(h * w // (merge * merge) + 2 for h, w in s.images) for s in self.samples]
         images = sum(len(s.images) for s in self.samples)
         grids = sorted({f"{h}x{w}" for s in self.samples for h, w in s.images})
-        how = f"packed {len(self.samples)} sample(s) in {sum(lengths)} tokens" if self.packed else (
-            f"{len(self.samples)} rows padded to {max(lengths)} tokens"
+        how = (
+            f"packed {len(self.samples)} sample(s) in {sum(lengths)} tokens"
+            if self.packed
+            else (f"{len(self.samples)} rows padded to {max(lengths)} tokens")
         )
         if kind == "vlm":
             how += f", {images} image(s)" + (f" {'/'.join(grids)}" if grids else "")

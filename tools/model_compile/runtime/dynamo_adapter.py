@@ -146,7 +146,9 @@ def orig_mod_names(model: nn.Module) -> list[str]:
     return names
 
 
-def target_facts(model: nn.Module, patterns: Iterable[str], compiled: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def target_facts(
+    model: nn.Module, patterns: Iterable[str], compiled: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
     """Each target pattern counted against the compiled modules of `model` (see runtime/targets.py)."""
     compiled = compiled_modules(model) if compiled is None else compiled
     names = [name for name, _ in unwrap(model).named_modules()]
@@ -280,7 +282,10 @@ class RuntimeProbe:
             "world_size": int(os.environ.get("WORLD_SIZE", "1")),
             "compile": self.info,
             **self.model_facts,
-            "graph_breaks": {"total": sum(breaks.values()), "by_reason": dict(sorted(breaks.items(), key=lambda kv: -kv[1]))},
+            "graph_breaks": {
+                "total": sum(breaks.values()),
+                "by_reason": dict(sorted(breaks.items(), key=lambda kv: -kv[1])),
+            },
             "unique_graphs": c["stats"].get("unique_graphs", 0) - self._base_stats.get("unique_graphs", 0),
             "frames": {
                 "total": c["frames"].get("total", 0) - self._base_frames.get("total", 0),
@@ -334,7 +339,9 @@ def violations(record: dict[str, Any], graph_break_budget: int | None, recompile
     if record.get("missing_targets") and not record.get("target_failures"):
         out.append(f"expected compiled targets not found: {record['missing_targets']}")
     if record.get("orig_mod_key_count"):
-        out.append(f"{record['orig_mod_key_count']} state_dict keys/parameter names carry '_orig_mod.' (e.g. {record['orig_mod_keys'][:2]})")
+        out.append(
+            f"{record['orig_mod_key_count']} state_dict keys/parameter names carry '_orig_mod.' (e.g. {record['orig_mod_keys'][:2]})"
+        )
     limit = record.get("recompile_limit", {})
     if limit.get("hit"):
         first = (limit.get("messages") or ["(from graph-break counters)"])[0]

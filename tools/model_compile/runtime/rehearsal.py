@@ -117,7 +117,9 @@ def load_config(spec: dict[str, Any], compile_on: bool, engine_class: Any = None
 
 
 def _validates_itself(engine_class: Any) -> bool:
-    return engine_class is not None and (hasattr(engine_class, "ConfigClass") or hasattr(engine_class, "prepare_config"))
+    return engine_class is not None and (
+        hasattr(engine_class, "ConfigClass") or hasattr(engine_class, "prepare_config")
+    )
 
 
 def _validate(spec: dict[str, Any], data: Any) -> Any:
@@ -162,7 +164,10 @@ def compare_keys(eager: dict[str, Any], compiled: dict[str, Any]) -> dict[str, A
     for name in ("state_dict", "parameters", "dcp"):
         a, b = eager.get(name), compiled.get(name)
         if a is None or b is None:
-            out[name] = {"checked": False, "reason": compiled.get("dcp_error") or eager.get("dcp_error") or "unavailable"}
+            out[name] = {
+                "checked": False,
+                "reason": compiled.get("dcp_error") or eager.get("dcp_error") or "unavailable",
+            }
             continue
         only_eager = sorted(set(a) - set(b))
         only_compiled = sorted(set(b) - set(a))
@@ -253,7 +258,9 @@ def _engine(spec: dict[str, Any], result: Result) -> Any:
     result.phase("config", file=spec["config_file"], overrides=spec["overrides"])
     with _guard("engine", "not-run", "the recipe's engine could not be built outside its tests"):
         engine = cls(config)
-    result.phase("engine", seconds=round(time.perf_counter() - t0, 2), engine=f"{spec['engine_module']}.{spec['engine_class']}")
+    result.phase(
+        "engine", seconds=round(time.perf_counter() - t0, 2), engine=f"{spec['engine_module']}.{spec['engine_class']}"
+    )
     return engine
 
 
@@ -314,16 +321,30 @@ def _same_weights(eager: Any, compiled: Any, result: Result) -> None:
     result.phase("keys", compare=keys, weights=copied)
 
 
-def _step(spec: dict[str, Any], i: int, shape: Any, batch: dict[str, Any], runner: StepRunner, eager: Any, compiled: Any,
-          watch: DynamoWatch, describe: str) -> dict[str, Any]:
+def _step(
+    spec: dict[str, Any],
+    i: int,
+    shape: Any,
+    batch: dict[str, Any],
+    runner: StepRunner,
+    eager: Any,
+    compiled: Any,
+    watch: DynamoWatch,
+    describe: str,
+) -> dict[str, Any]:
     row: dict[str, Any] = {"step": i, "shape": describe}
     t0 = time.perf_counter()
     try:
         ref = runner.run(eager, dict(batch))
     except Exception as exc:  # noqa: BLE001
         if not (i == 0 and runner.pre_step):
-            raise Stop("steps", "not-run", f"the eager twin's step {i} failed on the rehearsal's synthetic batch through "
-                       f"{runner.describe()}: {short_error(exc)}", traceback.format_exc()) from exc
+            raise Stop(
+                "steps",
+                "not-run",
+                f"the eager twin's step {i} failed on the rehearsal's synthetic batch through "
+                f"{runner.describe()}: {short_error(exc)}",
+                traceback.format_exc(),
+            ) from exc
         runner.pre_step = False
         runner.notes.append(f"train_pre_step did not take a model-ready batch ({short_error(exc)}): skipped")
         grads_of(eager)
@@ -380,7 +401,12 @@ def _steps(spec: dict[str, Any], engine: Any, eager: Any, compiled: Any, result:
             steps.append(row)
             result.flush()
             if "error" in row:
-                raise Stop("steps", "failed", f"the compiled step {i} ({row['shape']}) raised: {row['error']}", row.pop("failed"))
+                raise Stop(
+                    "steps",
+                    "failed",
+                    f"the compiled step {i} ({row['shape']}) raised: {row['error']}",
+                    row.pop("failed"),
+                )
     finally:
         watch.close()
         result.data["notes"] = runner.notes
@@ -420,7 +446,9 @@ def summarise_times(steps: list[dict[str, Any]]) -> dict[str, Any]:
     if not steps:
         return {}
     first = steps[0].get("compiled_s")
-    steady = [s["compiled_s"] for s in steps[1:] if "compiled_s" in s and not s.get("recompiles") and not s.get("new_graphs")]
+    steady = [
+        s["compiled_s"] for s in steps[1:] if "compiled_s" in s and not s.get("recompiles") and not s.get("new_graphs")
+    ]
     eager = [s["eager_s"] for s in steps[1:] if "eager_s" in s]
     return {
         "first_step_s": first,
@@ -440,7 +468,9 @@ def main(argv: list[str]) -> int:
             rehearse(spec, result)
     except BaseException as exc:  # noqa: BLE001 - the parent reads the record, whatever happened
         phase = next((p for p in PHASES if p not in result.data["phases"]), "steps")
-        result.stop(phase, "failed", f"the rehearsal child stopped in {phase}: {short_error(exc)}", traceback.format_exc())
+        result.stop(
+            phase, "failed", f"the rehearsal child stopped in {phase}: {short_error(exc)}", traceback.format_exc()
+        )
         return 1
     if result.data.get("steps"):
         result.data["timing"] = summarise_times(result.data["steps"])

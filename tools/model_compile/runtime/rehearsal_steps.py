@@ -90,8 +90,10 @@ class StepRunner:
 
     def _forward(self, model: Any, batch: dict[str, Any]) -> Any:
         if self.path == "engine.compute_loss":
-            return type(self.engine).compute_loss(model, batch) if _is_static(type(self.engine), "compute_loss") else (
-                self.engine.compute_loss(model, batch)
+            return (
+                type(self.engine).compute_loss(model, batch)
+                if _is_static(type(self.engine), "compute_loss")
+                else (self.engine.compute_loss(model, batch))
             )
         if self.path == "engine.forward_step":
             ctx = _make_ctx(self.ctx_class, batch)

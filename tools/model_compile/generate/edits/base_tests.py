@@ -213,9 +213,13 @@ class _Fill(cst.CSTTransformer):
         wanted = ([smoke_fixture(self.smoke_flag)] if self.smoke_flag else []) + list(FIXTURE_TYPES)
         types = {**FIXTURE_TYPES, **({smoke_fixture(self.smoke_flag): "bool"} if self.smoke_flag else {})}
         names = [n for n in wanted if n not in have]
-        listed = [f"{n}: {types[n]}" for n in names] + [cst.Module([]).code_for_node(p.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for p in updated.params.params]
+        listed = [f"{n}: {types[n]}" for n in names] + [
+            cst.Module([]).code_for_node(p.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for p in updated.params.params
+        ]
         # one parameter a line with a magic trailing comma: the formatters keep it so at any line length
-        header = cst.ensure_type(cst.parse_statement("def f(\n" + "".join(f"    {p},\n" for p in listed) + "):\n    pass\n"), cst.FunctionDef)
+        header = cst.ensure_type(
+            cst.parse_statement("def f(\n" + "".join(f"    {p},\n" for p in listed) + "):\n    pass\n"), cst.FunctionDef
+        )
         params = header.params
         updated = updated.with_changes(whitespace_before_params=header.whitespace_before_params)
         body = list(updated.body.body)

@@ -102,7 +102,9 @@ def _ledger_for(cls: cst.ClassDef, ledgers: Mapping[str, Ledger], filename: str)
     return ledger
 
 
-def facts(module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "engine", recipe_rel: str = "") -> EngineFacts:
+def facts(
+    module: cst.Module, ledgers: Mapping[str, Ledger], filename: str = "engine", recipe_rel: str = ""
+) -> EngineFacts:
     """model_var / wrapped_var / kit_attr / config class of the first engine class (for rendering).
 
     `ledgers`: the ledger of each engine class of this file, by class name.
@@ -233,7 +235,9 @@ def _edit_class(
             after = wi + 1 + len(block_stmts)
             if after < len(body):
                 body[after] = blank(body[after])
-            notes.append(f"{name}.prepare_model: compile placed after the distributed wrap{via} (line {first_line(module, wrap)})")
+            notes.append(
+                f"{name}.prepare_model: compile placed after the distributed wrap{via} (line {first_line(module, wrap)})"
+            )
     else:
         if wi is None:
             last = body[-1] if body else None

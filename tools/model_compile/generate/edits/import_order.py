@@ -81,7 +81,13 @@ def insert_import(
         assert isinstance(line, cst.SimpleStatementLine)
         imp = line.body[0]
         assert isinstance(imp, (cst.Import, cst.ImportFrom))
-        if name is None and not is_from and mod == module and not isinstance(imp.names, cst.ImportStar) and len(imp.names) == 1:
+        if (
+            name is None
+            and not is_from
+            and mod == module
+            and not isinstance(imp.names, cst.ImportStar)
+            and len(imp.names) == 1
+        ):
             return code
         if name is not None and is_from and mod == module and not isinstance(imp.names, cst.ImportStar):
             names = [cst.Module([]).code_for_node(a.name) for a in imp.names if a.asname is None]

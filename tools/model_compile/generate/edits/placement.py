@@ -125,5 +125,9 @@ def steps_inside_wrap_helper(ledger: Ledger, wrap: Event | None) -> list[str]:
         return []
     i = ledger.events.index(wrap)
     return sorted(
-        {e.kind for e in ledger.events[:i] if e.reachable and e.kind in PRE_COMPILE and e.anchor_line == wrap.anchor_line}
+        {
+            e.kind
+            for e in ledger.events[:i]
+            if e.reachable and e.kind in PRE_COMPILE and e.anchor_line == wrap.anchor_line
+        }
     )

@@ -100,8 +100,12 @@ def edit_schema(
     existing = _fields(cls).get("compile")
     if existing is not None:
         name = dotted(existing.annotation.annotation)
-        return SchemaResult(code=source, model_class=model_cls, compile_class=name,
-                            notes=[f"{filename}: {model_cls}.compile already declared ({name}); left unchanged"])
+        return SchemaResult(
+            code=source,
+            model_class=model_cls,
+            compile_class=name,
+            notes=[f"{filename}: {model_cls}.compile already declared ({name}); left unchanged"],
+        )
     cname = compile_class_name(model_cls)
     notes = []
     body = list(module.body)
@@ -114,17 +118,26 @@ def edit_schema(
             new_cls = cst.parse_module(text).body
         except cst.ParserSyntaxError as exc:
             raise InputError(f"template config/compile_config.py.j2 does not parse: {exc.message}") from exc
-        new_cls = [new_cls[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]), *new_cls[1:]]
+        new_cls = [
+            new_cls[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]),
+            *new_cls[1:],
+        ]
         first = body[idx]
         body[idx:idx] = new_cls
         # the model class keeps its own leading lines; the new class sits right above it
         body[idx] = body[idx].with_changes(leading_lines=first.leading_lines)
-        body[idx + len(new_cls)] = first.with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)])
+        body[idx + len(new_cls)] = first.with_changes(
+            leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+        )
         notes.append(f"{filename}: added class {cname}")
     field_stmt = cst.parse_module(render_field(cname)).body[0]
     cls_body = list(cls.body.body)
     last_field = max(
-        (i for i, s in enumerate(cls_body) if isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, cst.AnnAssign) for x in s.body)),
+        (
+            i
+            for i, s in enumerate(cls_body)
+            if isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, cst.AnnAssign) for x in s.body)
+        ),
         default=None,
     )
     if last_field is None:

@@ -90,7 +90,9 @@ def check_python(text: str, rel: str) -> None:
             f"{rel}: nested too deeply for Python's own parser (RecursionError); refusing the edit, {NOTHING_WRITTEN}"
         ) from None
     except (ValueError, MemoryError) as exc:
-        raise InputError(f"{rel}: cannot parse ({type(exc).__name__}; MC000): fix it first, {NOTHING_WRITTEN}") from None
+        raise InputError(
+            f"{rel}: cannot parse ({type(exc).__name__}; MC000): fix it first, {NOTHING_WRITTEN}"
+        ) from None
     depth = max_depth(tree)
     if depth.level > MAX_DEPTH:
         raise InputError(
@@ -109,7 +111,9 @@ def check_yaml(text: str, rel: str) -> None:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{rel}: cannot parse YAML{where} (MC000): fix it first, {NOTHING_WRITTEN}") from None
     except (RecursionError, MemoryError) as exc:
-        raise InputError(f"{rel}: cannot parse ({type(exc).__name__}; MC000): fix it first, {NOTHING_WRITTEN}") from None
+        raise InputError(
+            f"{rel}: cannot parse ({type(exc).__name__}; MC000): fix it first, {NOTHING_WRITTEN}"
+        ) from None
 
 
 def dependencies(recipe: Path) -> tuple[list[Path], list[Path]]:

@@ -179,9 +179,13 @@ def model_layout(files: RecipeFiles) -> ModelLayout | None:
     for pattern, targets, modules in KNOWN_LAYOUTS:
         m = re.search(pattern, text)
         if m:
-            return ModelLayout(m.group(0), f"known layout of {m.group(0)} in the recipe's model code", targets, modules, True)
+            return ModelLayout(
+                m.group(0), f"known layout of {m.group(0)} in the recipe's model code", targets, modules, True
+            )
     if VLM_HINT.search(text):
-        return ModelLayout("Qwen-style VLM", "Qwen-style VLM layout found in the recipe's model code", VLM_LAYOUT, VLM_MODULES, False)
+        return ModelLayout(
+            "Qwen-style VLM", "Qwen-style VLM layout found in the recipe's model code", VLM_LAYOUT, VLM_MODULES, False
+        )
     return None
 
 
@@ -206,7 +210,9 @@ def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str
     blocks = _module_lists(text)
     if path == "regional" and blocks:
         return TargetChoice(
-            target=f"{model_var}.{blocks[0]}", inferred=True, why=f"first nn.ModuleList attribute '{blocks[0]}' in the model code"
+            target=f"{model_var}.{blocks[0]}",
+            inferred=True,
+            why=f"first nn.ModuleList attribute '{blocks[0]}' in the model code",
         )
     return None
 

@@ -158,8 +158,14 @@ def build_plan(opts: Options) -> Plan:
         if opts.reason:  # wrapped within the repo's line length, inside `if ...enabled:`
             reason_lines = wrap_reason(opts.reason, opts.path, body_indent(text) + 4, repo_text.line_length)
         block = r.block(
-            opts.path, model_var=fx.model_var, kit_attr=kit_attr, target=target, reason=opts.reason,
-            reason_lines=reason_lines, indent=body_indent(text), line_length=repo_text.line_length,
+            opts.path,
+            model_var=fx.model_var,
+            kit_attr=kit_attr,
+            target=target,
+            reason=opts.reason,
+            reason_lines=reason_lines,
+            indent=body_indent(text),
+            line_length=repo_text.line_length,
         )
         plan.snippets["compile_block"] = block
         result = engine_edit.edit_engine(
@@ -223,10 +229,15 @@ def build_plan(opts: Options) -> Plan:
     old = _read(files.readme) if files.readme.is_file() else None
     readme_target = choice.target if opts.path != "post-wrap" else target
     patches = [
-        e.call.split("(")[0].rsplit(".", 1)[-1] for lgs in ledgers.values() for lg in lgs.values() for e in lg.of("patch")
+        e.call.split("(")[0].rsplit(".", 1)[-1]
+        for lgs in ledgers.values()
+        for lg in lgs.values()
+        for e in lg.of("patch")
     ]
     if opts.path == "kit":
-        scope = kit_scope(model_var, _kit_of(kits, kit_import), locate.model_layout(files), list(dict.fromkeys(patches)))
+        scope = kit_scope(
+            model_var, _kit_of(kits, kit_import), locate.model_layout(files), list(dict.fromkeys(patches))
+        )
     else:
         scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
     new, note = edit_readme(
@@ -251,7 +262,9 @@ def build_plan(opts: Options) -> Plan:
         )
     compile_path = requested_path(opts.path)
     for tests in (
-        plan_skill_tests(files.recipe, rendered, compile_path=compile_path, force=opts.force, root=files.root, rel_of=files.rel),
+        plan_skill_tests(
+            files.recipe, rendered, compile_path=compile_path, force=opts.force, root=files.root, rel_of=files.rel
+        ),
         base_files,
     ):
         plan.notes.extend(tests.notes)
@@ -285,7 +298,9 @@ def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | N
     return next((k for k in kits if k.class_name == name), kits[0] if kits else None)
 
 
-def kit_scope(model_var: str, kit: KitFacts | None, layout: locate.ModelLayout | None, patches: list[str]) -> CompiledScope:
+def kit_scope(
+    model_var: str, kit: KitFacts | None, layout: locate.ModelLayout | None, patches: list[str]
+) -> CompiledScope:
     """What the kit will compile for this model: the whole model minus the regions the kit disables, each
     only when the model has it - dropped where the model's layout shows it has none, hedged where the
     tool cannot tell (the kit tests for it at run time)."""
@@ -302,7 +317,9 @@ def kit_scope(model_var: str, kit: KitFacts | None, layout: locate.ModelLayout |
         if present is None and guarded:
             hedged.append(path)
     part = ScopePart(kind="whole-model", module=model_var, pattern="", minus=minus, when_present=hedged, via="kit")
-    return CompiledScope(model=model_var, parts=[part], eager=eager_regions([part], model_var, patches), patterns=[""], patches=patches)
+    return CompiledScope(
+        model=model_var, parts=[part], eager=eager_regions([part], model_var, patches), patterns=[""], patches=patches
+    )
 
 
 PARITY_HOOKS = ("get_batch", "compute_loss")  # what templates/recipe_tests/test_compile_parity.py.j2 calls
@@ -362,7 +379,12 @@ def _dotted(files: locate.RecipeFiles, path: Path) -> str:
 
 
 def recipe_tests_context(
-    files: locate.RecipeFiles, opts: Options, plan: Plan, fx: engine_edit.EngineFacts, style: RepoStyle, root_class: str | None
+    files: locate.RecipeFiles,
+    opts: Options,
+    plan: Plan,
+    fx: engine_edit.EngineFacts,
+    style: RepoStyle,
+    root_class: str | None,
 ) -> dict:
     """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
     compile_path = requested_path(opts.path)

@@ -15,7 +15,9 @@ from model_compile.parse.models import StageFacts
 WHOLE_MODEL_PATHS = ("kit", "direct", "fallback:post-wrap", "fallback:graph-break")
 
 
-def sharding_notes(files: locate.RecipeFiles, stages: list[str], facts: dict[str, StageFacts], path: str, model_var: str = "model") -> list[str]:
+def sharding_notes(
+    files: locate.RecipeFiles, stages: list[str], facts: dict[str, StageFacts], path: str, model_var: str = "model"
+) -> list[str]:
     """What per-block FSDP2 (mesh shard > 1 or -1) in the enabled stages means for a whole-model compile."""
     sharded = [s for s in stages if facts[s].wrapping == "fsdp2"]
     if not sharded or path not in WHOLE_MODEL_PATHS:

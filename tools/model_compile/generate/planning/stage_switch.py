@@ -62,7 +62,7 @@ class StageOptions:
         if self.enable and not reason:
             raise InputError(
                 "--enable writes the intent note `# model-compile: enabled - <reason>`: pass --reason TEXT "
-                "(an honest, unmeasured reason is fine, e.g. \"try compile on the long stages\")"
+                '(an honest, unmeasured reason is fine, e.g. "try compile on the long stages")'
             )
         if "\n" in (self.reason or "").strip():
             raise InputError("--reason must be one line")
@@ -193,16 +193,18 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
     unknown = [s for s in asked if s not in by_name]
     if unknown:
         have = ", ".join(sorted(by_name)) or "none"
-        raise InputError(
-            f"no stage {', '.join(unknown)} in {files.rel(files.recipe)}/configs (stages: {have})"
-        )
+        raise InputError(f"no stage {', '.join(unknown)} in {files.rel(files.recipe)}/configs (stages: {have})")
     report, kits = recipe_report(files.recipe)
     path = report.compile_path if report is not None else "none"
     texts = {s: guard.read_source(by_name[s], files.rel(by_name[s]), None, None) for s in asked}
     facts = {s: stage_facts(texts[s], files.rel(by_name[s]), s) for s in asked}
     lacking = [s for s in asked if not facts[s].has_compile]
     if path == "none" or lacking:
-        what = f"its stage {', '.join(lacking)} has no model.compile" if lacking and path != "none" else "it does not compile yet"
+        what = (
+            f"its stage {', '.join(lacking)} has no model.compile"
+            if lacking and path != "none"
+            else "it does not compile yet"
+        )
         raise InputError(f"{files.rel(files.recipe)}: {what}; run `{_not_compiling(files)}` first")
     plan = StagePlan(
         recipe=files.recipe, root=files.root, path_kind="stages", target="", target_inferred=False, target_why=""

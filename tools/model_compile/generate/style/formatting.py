@@ -92,7 +92,9 @@ class Formatter:
         return text
 
 
-def format_changes(fmt: Formatter, changes: list[tuple[Path, str, str | None, str]]) -> tuple[dict[Path, str], list[str]]:
+def format_changes(
+    fmt: Formatter, changes: list[tuple[Path, str, str | None, str]]
+) -> tuple[dict[Path, str], list[str]]:
     """Formatted text for each changed Python file, and notes on what was (not) formatted.
 
     `changes`: (path, shown path, old text or None, new text). A new file is
