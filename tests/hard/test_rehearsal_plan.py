@@ -252,3 +252,26 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys:
     code = main(["rehearse", str(RECIPES / "lm_blocks"), *args])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_cpu_summary_names_what_the_rehearsal_measured() -> None:
+    from model_compile.hard.models import Environment, HardReport, LayerResult
+    from model_compile.hard.render import cpu_note
+
+    facts = _facts()
+    layer = rehearsal.to_layer(
+        facts.model_copy(update={"wall_s": 12.0}), "model-compile rehearse r", "/repo", "cpu-only"
+    )
+    report = HardReport(
+        version="0",
+        kind="cpu-only runtime checks",
+        recipe="r",
+        repo_root="/repo",
+        out_dir="/out",
+        environment=Environment(python="3.11", executable="python", label="cpu-only"),
+        layers=[LayerResult(name="soft", status="passed", label="static"), layer],
+        rehearsal=facts,
+    )
+    note = cpu_note(report)
+    assert layer.started and "rehearsal" in note and "over 1 shapes on a tiny model" in note
+    assert "nothing measured beyond pass/fail" not in note

@@ -334,6 +334,7 @@ def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResu
         reason=facts.reason,
         where=where if facts.wall_s else "-",
         log=facts.log,
+        started=bool(facts.wall_s),
     )
     if facts.status in ("not-run", "failed", "timeout"):
         layer.next_step = cmd

@@ -21,6 +21,11 @@ def cpu_note(report: HardReport) -> str:
         measured.append("graph breaks and recompiles")
     if any(layer.name.startswith("impact") and layer.status == "passed" for layer in report.layers):
         measured.append("parity on CPU")
+    facts = report.rehearsal
+    if facts is not None and facts.steps:
+        measured.append(
+            f"the rehearsal's parity, keys, graph breaks and recompiles over {len(facts.steps)} shapes on a tiny model"
+        )
     what = f"{', '.join(ran)}" + (
         f"; measured: {', '.join(measured)}" if measured else "; nothing measured beyond pass/fail"
     )
