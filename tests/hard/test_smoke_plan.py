@@ -120,3 +120,17 @@ def test_trace_that_records_nothing_says_why_and_the_summary_names_only_what_ran
     assert "tracing, graph breaks, recompiles" not in text
     assert "CPU-only runtime checks (structure, impact:test_impact.py; measured: parity on CPU)" in text
     assert "runtime: no runtime JSON: the smoke layer was not started (not-run)" in text
+
+
+def test_prerequisites_skip_what_the_stage_switches_off(tmp_path: Path) -> None:
+    from model_compile.hard.stageplan import prerequisites
+
+    recipe = tmp_path / "recipes" / "vit"
+    (recipe / "configs").mkdir(parents=True)
+    (recipe / "configs" / "train.yaml").write_text(
+        "data:\n  use_fake_data: true\n  train_path: ./data/imagenet/train\n"
+        "model:\n  pretrained_model_name_or_path: ./pretrained/vit\n  load_pretrained_weights: false\n"
+        "eval:\n  use_fake_data: false\n  val_path: ./data/imagenet/val\n"
+    )
+    found = prerequisites(recipe, tmp_path, "train")
+    assert [line.split(" = ")[0] for line in found] == ["eval.val_path"]  # near miss: fake data off there

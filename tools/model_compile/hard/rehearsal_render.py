@@ -44,6 +44,16 @@ def timing_line(facts: RehearsalFacts) -> str | None:
     return text + f" ({facts.backend}; {facts.label}: no speedup is claimed from these)"
 
 
+def backend_line(facts: RehearsalFacts) -> str:
+    """Which backend ran, and what that leaves unexercised."""
+    if facts.backend_reason and facts.backend_reason.startswith("the stage's backend is inductor"):
+        return (
+            f"backend {facts.backend}, not the stage's inductor: graph breaks and guards are the same, numerics and "
+            "compile time are not; inductor was not exercised (`--backend inductor` rehearses with it)"
+        )
+    return f"backend {facts.backend} ({facts.backend_reason})"
+
+
 def summary_lines(facts: RehearsalFacts) -> list[str]:
     """What the report's gaps section says about a rehearsal that ran."""
     out: list[str] = []
@@ -54,8 +64,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     out.append(
         f"stage {facts.stage} on a tiny {model}{size}, architecture from {facts.family_source}; "
-        f"backend {facts.backend}: {facts.backend_reason}; steps through {facts.path or '-'}"
+        f"steps through {facts.path or '-'}"
     )
+    out.append(backend_line(facts))
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")

@@ -106,6 +106,25 @@ def _walk(node: Any, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
+# A stage that does not read what a key names: weights not loaded, synthetic data instead of the files.
+_NO_WEIGHTS = ("load_pretrained_weights", "load_pretrained_model", "load_pretrained")
+_FAKE_DATA = ("use_fake_data", "fake_data", "use_synthetic_data", "synthetic_data", "dummy_data")
+
+
+def _switched_off(data: Any, key: str) -> bool:
+    """The stage's own switch says the thing `key` names is not read (`load_pretrained_weights: false` beside
+    a pretrained path, `use_fake_data: true` beside data paths in the same section)."""
+    *parents, leaf = key.split(".")
+    node = data
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return False
+    if leaf.endswith("name_or_path"):
+        return any(node.get(flag) is False for flag in _NO_WEIGHTS)
+    return any(node.get(flag) is True for flag in _FAKE_DATA)
+
+
 def prerequisites(recipe_root: Path, repo_root: Path, stage: str) -> list[str]:
     """What the stage's config names that does not exist on this machine (pretrained model, data files)."""
     path = stage_files(recipe_root).get(stage)
@@ -120,7 +139,7 @@ def prerequisites(recipe_root: Path, repo_root: Path, stage: str) -> list[str]:
     out: list[str] = []
     for key, value in _walk(data):
         value = value.strip()
-        if not value or "${" in value:
+        if not value or "${" in value or _switched_off(data, key):
             continue
         here = (
             [Path(os.path.expanduser(value))]

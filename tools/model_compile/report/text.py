@@ -95,8 +95,8 @@ def _recipe(r: RecipeSection) -> list[str]:
         )
     rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith(("stage ", "the rehearsal ran a tiny"))]
     if rehearsal:
-        out.append("  rehearsal (tiny model, eager twin vs compiled):")
-        out += [_cut(f"    - {ln}") for ln in rehearsal[:4]]
+        out.append("  rehearsal (tiny model, eager twin vs compiled; the Markdown and JSON have every line):")
+        out += [_cut(f"    - {ln}", WIDTH * 2) for ln in rehearsal[:5]]
     if gaps:
         out.append("  gaps:")
         out += [_cut(f"    - {g}") for g in gaps[:MAX_GAPS]]
