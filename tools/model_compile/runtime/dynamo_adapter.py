@@ -127,10 +127,16 @@ def compiled_modules(model: nn.Module) -> list[dict[str, str]]:
     """Every compiled module under `model` (names relative to the unwrapped model)."""
     found = []
     root = unwrap(model)
-    if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
-        found.append({"name": "", "class": type(model._orig_mod).__name__, "kind": "wrapper"})
-    elif model is not root and getattr(model, "_compiled_call_impl", None) is not None:
-        found.append({"name": "", "class": type(model).__name__, "kind": "inplace on the wrapper"})
+    # the wrapper chain above the model (DDP -> OptimizedModule -> model, or the reverse): a compiled link anywhere
+    link = model
+    while link is not root:
+        if isinstance(link, torch._dynamo.eval_frame.OptimizedModule):
+            found.append({"name": "", "class": type(link._orig_mod).__name__, "kind": "wrapper"})
+            link = link._orig_mod
+        else:
+            if getattr(link, "_compiled_call_impl", None) is not None:
+                found.append({"name": "", "class": type(link).__name__, "kind": "inplace on the wrapper"})
+            link = getattr(link, "module", root)
     for name, module in root.named_modules():
         if isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
             found.append({"name": name, "class": type(module._orig_mod).__name__, "kind": "wrapper"})

@@ -97,10 +97,15 @@ def compiled_modules(model):
     optimized = torch._dynamo.eval_frame.OptimizedModule
     found = []
     root = unwrap(model)
-    if isinstance(model, optimized):
-        found.append(_entry("", model._orig_mod, "wrapper"))
-    elif model is not root and getattr(model, "_compiled_call_impl", None) is not None:
-        found.append(_entry("", model, "inplace on the wrapper"))
+    link = model  # the wrapper chain above the model: a compiled link anywhere in it
+    while link is not root:
+        if isinstance(link, optimized):
+            found.append(_entry("", link._orig_mod, "wrapper"))
+            link = link._orig_mod
+        else:
+            if getattr(link, "_compiled_call_impl", None) is not None:
+                found.append(_entry("", link, "inplace on the wrapper"))
+            link = getattr(link, "module", root)
     for name, module in root.named_modules():
         if isinstance(module, optimized):
             found.append(_entry(name, module._orig_mod, "wrapper"))
