@@ -275,3 +275,30 @@ def test_the_cpu_summary_names_what_the_rehearsal_measured() -> None:
     note = cpu_note(report)
     assert layer.started and "rehearsal" in note and "over 1 shapes on a tiny model" in note
     assert "nothing measured beyond pass/fail" not in note
+
+
+def test_the_summary_leads_with_the_failure_groups_recompiles_and_reads_guards() -> None:
+    from model_compile.hard.rehearsal_render import readable_guard, summary_lines
+
+    guard = "tensor 'dict.__getitem__(___stack0, list(dict.keys(___stack0))[0])' size mismatch at index 1. expected 79, actual 98"
+    assert readable_guard(guard) == "an input tensor dim 1 changed 79 -> 98"
+    assert readable_guard("tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69") == (
+        "input_ids dim 1 changed 52 -> 69"
+    )
+    loss = (
+        "forward (mvp/loss.py:243): 0/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 10, actual 34"
+    )
+    facts = _facts(
+        recompiles=[loss, loss.replace("10, actual 34", "34, actual 57"), "wrapper (lib.py:9): 0/0: not args"],
+        limit_hits=[
+            "torch._dynamo hit config.recompile_limit (8) function: 'forward' (mvp/loss.py:243) last reason: x"
+        ],
+    )
+    rehearsal.judge(facts)
+    lines = summary_lines(facts)
+    assert lines[0].startswith("FAILED: recompile limit hit at step 0") and lines[1].startswith("advice:")
+    grouped = next(ln for ln in lines if "recompile(s) in" in ln)
+    assert (
+        "3 recompile(s) in 2 frame(s), most first: 2x forward (mvp/loss.py:243) (last: input_ids dim 1 changed 34 -> 57)"
+        in grouped
+    )

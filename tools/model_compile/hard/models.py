@@ -246,6 +246,9 @@ class RehearsalFacts(BaseModel):
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
     first_step_s: float | None = None
     steady_step_s: float | None = None
+    steady_steps: int | None = Field(
+        default=None, description="how many compiled steps the steady figure is the median of"
+    )
     eager_step_s: float | None = None
     trace_compile_s: float | None = None
     wall_s: float = 0.0
@@ -259,6 +262,7 @@ class RehearsalFacts(BaseModel):
     notes: list[str] = Field(default_factory=list)
     limits: str = ""
     log: str | None = None
+    record: str | None = Field(default=None, description="the child's full record (every step), rehearsal.json")
 
     @property
     def recompiles(self) -> list[str]:

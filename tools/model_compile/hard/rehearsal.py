@@ -101,6 +101,7 @@ def run(
         label=label,
         wall_s=round(time.monotonic() - started, 2),
         log=str(out_dir / "rehearsal.log"),
+        record=str(plan.spec["out"]),
         limits=LIMITS,
     )
     record: dict[str, Any] = {}
@@ -185,6 +186,7 @@ def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResul
     timing = record.get("timing") or {}
     facts.first_step_s = timing.get("first_step_s")
     facts.steady_step_s = timing.get("steady_step_s")
+    facts.steady_steps = timing.get("steady_steps")
     facts.eager_step_s = timing.get("eager_step_s")
     if res.timed_out:
         facts.status = "timeout"
@@ -242,10 +244,15 @@ def judge(facts: RehearsalFacts) -> None:
             if err is not None and err > tol:
                 worst = f" (worst: {step.worst_grad})" if what == "gradients" and step.worst_grad else ""
                 problems.append(f"{what} differ at step {step.step} ({step.shape}): {err:.2e} > {tol:.0e}{worst}")
-        for hit in step.limit_hits:
-            problems.append(f"recompile limit hit at step {step.step} ({step.shape}): {hit[:240]}")
-    problems += facts.key_failures
+    problems += facts.key_failures  # correctness first, then scope, then what recompiles
     problems += [f"compiled target: {t}" for t in facts.target_failures]
+    seen_hits: set[str] = set()
+    for step in facts.steps:
+        for hit in step.limit_hits:
+            frame = hit.split(" last reason", 1)[0]
+            if frame not in seen_hits:  # one line per frame: the first step that hit it
+                seen_hits.add(frame)
+                problems.append(f"recompile limit hit at step {step.step} ({step.shape}): {hit[:240]}")
     if not any((s.new_graphs or 0) > 0 for s in facts.steps) and facts.compiled_module_count == 0:
         problems.append("nothing was compiled: no compiled module and no graph")
     elif not any((s.new_graphs or 0) > 0 for s in facts.steps):
@@ -253,7 +260,7 @@ def judge(facts: RehearsalFacts) -> None:
     if problems:
         facts.status = "failed"
         facts.reason = problems[0] + (
-            f" (+{len(problems) - 1} more: see the rehearsal table)" if len(problems) > 1 else ""
+            f" (+{len(problems) - 1} more problem(s), listed with it)" if len(problems) > 1 else ""
         )
         facts.problems = problems
 

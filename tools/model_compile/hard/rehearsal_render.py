@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from model_compile.hard.models import RehearsalFacts
 
 
@@ -37,7 +39,11 @@ def parity_line(facts: RehearsalFacts) -> str:
 def timing_line(facts: RehearsalFacts) -> str | None:
     if facts.first_step_s is None:
         return None
-    steady = f"{facts.steady_step_s} s" if facts.steady_step_s is not None else "never reached (every step compiled)"
+    if facts.steady_step_s is None:
+        steady = "never reached (every step compiled something)"
+    else:
+        n = facts.steady_steps
+        steady = f"{facts.steady_step_s} s" + (f" (median of {n} step(s) that compiled nothing new)" if n else "")
     text = f"first compiled step {facts.first_step_s} s vs steady compiled step {steady}; eager step {facts.eager_step_s} s"
     if facts.trace_compile_s is not None:
         text += f"; compile time in the trace {facts.trace_compile_s} s"
@@ -54,12 +60,46 @@ def backend_line(facts: RehearsalFacts) -> str:
     return f"backend {facts.backend} ({facts.backend_reason})"
 
 
+_SIZE_GUARD = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+ADVICE = (
+    "advice: a frame that recompiles per shape runs eager after the limit; compiling per block "
+    "(`model-compile generate RECIPE --path regional --switch --target <blocks> --reason ...`) keeps the "
+    "code around the blocks (loss, rope index, vision preprocessing) eager and usually settles across "
+    "shapes; rehearse again after the change to see whether it does"
+)
+
+
+def readable_guard(text: str) -> str:
+    """`tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`."""
+
+    def repl(m: re.Match[str]) -> str:
+        names = re.findall(r"\['([A-Za-z_]\w*)'\]", m.group(1)) or re.findall(r"^([A-Za-z_]\w*)$", m.group(1))
+        what = names[-1] if names else "an input tensor"
+        return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
+
+    return _SIZE_GUARD.sub(repl, re.sub(r"^\d+/\d+: ", "", text.strip()))
+
+
+def recompiles_by_frame(facts: RehearsalFacts) -> list[tuple[str, int, str]]:
+    """(frame, count, its last failed guard made readable), most recompiles first."""
+    counts: dict[str, list[str]] = {}
+    for step in facts.steps:
+        for entry in step.recompiles:
+            frame, sep, guard = entry.partition("): ")
+            counts.setdefault(frame + (")" if sep else ""), []).append(guard or entry)
+    ranked = sorted(counts.items(), key=lambda kv: -len(kv[1]))
+    return [(frame, len(guards), readable_guard(guards[-1])) for frame, guards in ranked]
+
+
 def summary_lines(facts: RehearsalFacts) -> list[str]:
-    """What the report's gaps section says about a rehearsal that ran."""
+    """What the report's gaps section says about a rehearsal that ran: the failure and its fix first."""
     out: list[str] = []
     where = f"[rehearsal, {facts.label}, {facts.backend}]"
     if facts.status == "not-run":
         return [f"rehearsal not run: {facts.reason}"]
+    out += [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
+    if facts.limit_hits:
+        out.append(ADVICE)
     model = facts.model_class or facts.family or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     out.append(
@@ -70,29 +110,26 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
+    frames = recompiles_by_frame(facts)
+    if frames:
+        top = "; ".join(f"{n}x {frame} (last: {guard[:120]})" for frame, n, guard in frames[:3])
+        out.append(f"{sum(n for _, n, _ in frames)} recompile(s) in {len(frames)} frame(s), most first: {top} {where}")
     user = [g for g in facts.graph_break_sites if not g.site.startswith("library")]
     lib = [g for g in facts.graph_break_sites if g.site.startswith("library")]
     if facts.graph_break_sites:
+        sites = {g.site for g in facts.graph_break_sites}
+        own = {g.site for g in user}
         top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in (user + lib)[:4])
+        total = sum(g.count for g in facts.graph_break_sites)
         out.append(
-            f"{len(facts.graph_break_sites)} graph-break site(s), {len(user)} in the repository's code: {top} {where}"
-        )
-    recompiles = facts.recompiles
-    if recompiles:
-        out.append(f"{len(recompiles)} recompile(s) (first: {recompiles[0][:200]}) {where}")
-    for hit in facts.limit_hits[:3]:
-        out.append(f"recompile limit hit: {hit[:240]} {where}")
-    if facts.limit_hits:
-        out.append(
-            "advice: a frame that recompiles per shape runs eager after the limit; compiling per block "
-            "(`model-compile generate RECIPE --path regional --switch --target <blocks> --reason ...`) keeps the "
-            "code around the blocks (loss, rope index, vision preprocessing) eager and usually settles across "
-            "shapes; rehearse again after the change to see whether it does"
+            f"{total} graph break(s) at {len(sites)} site(s), {len(own)} in the repository's code: {top} {where}"
         )
     timing = timing_line(facts)
     if timing:
         out.append(timing)
     out.append(f"the rehearsal ran a tiny model; {facts.limits}")
+    if facts.record:
+        out.append(f"every step, shape and guard: {facts.record} (its log and TORCH_TRACE beside it)")
     return out
 
 

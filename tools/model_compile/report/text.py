@@ -13,6 +13,7 @@ from model_compile.report.models import LayerRow, RecipeSection, ReportFinding, 
 MAX_FINDINGS = 6
 MAX_GAPS = 3
 WIDTH = 160
+LONG = 480  # findings, rehearsal lines and gaps: one line each, never cut where their point is
 
 
 def _cut(text: str, width: int = WIDTH) -> str:
@@ -26,7 +27,7 @@ def _cut(text: str, width: int = WIDTH) -> str:
 def _finding(f: ReportFinding) -> str:
     status = f"{f.status} " if f.status else ""
     quiet = " (suppressed)" if f.suppressed else ""
-    return _cut(f"  {status}{f.severity} {f.file}:{f.line} {f.rule} {f.message}{quiet}")
+    return _cut(f"  {status}{f.severity} {f.file}:{f.line} {f.rule} {f.message}{quiet}", LONG)
 
 
 def _layer(row: LayerRow, width: int) -> str:
@@ -56,7 +57,7 @@ def _commands(rows: list[LayerRow]) -> list[str]:
 
 def _recipe(r: RecipeSection) -> list[str]:
     change = f" ({r.change})" if r.change else ""
-    out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason)}"]
+    out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason, LONG)}"]
     out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}"))
     p = r.placement
     targets = ", ".join(p.targets) or "no compiled target"
@@ -96,17 +97,17 @@ def _recipe(r: RecipeSection) -> list[str]:
     rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith(("stage ", "the rehearsal ran a tiny"))]
     if rehearsal:
         out.append("  rehearsal (tiny model, eager twin vs compiled; the Markdown and JSON have every line):")
-        out += [_cut(f"    - {ln}", WIDTH * 2) for ln in rehearsal[:5]]
+        out += [_cut(f"    - {ln}", LONG) for ln in rehearsal[:6]]
     if gaps:
         out.append("  gaps:")
-        out += [_cut(f"    - {g}") for g in gaps[:MAX_GAPS]]
+        out += [_cut(f"    - {g}", LONG) for g in gaps[:MAX_GAPS]]
     return out
 
 
 def text(report: ReviewReport) -> str:
     """The compact report."""
     s = report.scope
-    out = [f"model-compile review: {report.verdict.upper()} - {_cut(report.verdict_reason, WIDTH * 2)}"]
+    out = [f"model-compile review: {report.verdict.upper()} - {_cut(report.verdict_reason, LONG)}"]
     if s.kind == "change":
         names = f" ({', '.join(s.recipes)})" if s.recipes else ""
         scope = f"scope: the change {s.base} .. {s.head}: {len(s.recipes)} recipe(s){names}"
