@@ -117,3 +117,29 @@ def test_compile_turned_on_in_a_sharded_stage_makes_mc407_new(tmp_path: Path) ->
     again = commit(root, "docs")
     rep = review(root, base=head, head=again)
     assert [f.rule for f in rep.unchanged if f.rule == "MC407"] == ["MC407"] and not rep.new
+
+
+def test_the_same_rule_new_at_the_same_place_supersedes_instead_of_fixing() -> None:
+    from model_compile.review.compare import split_findings
+    from model_compile.rules.finding import Finding
+
+    def mc407(subject: str, line: int) -> Finding:
+        return Finding(
+            rule="MC407",
+            severity="info",
+            file="engine/e.py",
+            line=line,
+            message="m",
+            fix="f",
+            recipe="r",
+            subject=subject,
+        )
+
+    base = [mc407("compile apply_model_compile model | FSDP2 in train", 190)]
+    head = [mc407("compile torch.compile model | FSDP2 in train", 190)]
+    new, fixed, superseded, _ = split_findings(base, head, {}, {}, {"engine/e.py": {190}})
+    assert [f.rule for f in new] == ["MC407"] and fixed == []
+    assert [(f.rule, f.superseded_by) for f in superseded] == [("MC407", "MC407")]
+    far = [mc407("compile torch.compile model | FSDP2 in train", 240)]  # near miss: elsewhere in the file
+    _, fixed, superseded, _ = split_findings(base, far, {}, {}, {"engine/e.py": {240}})
+    assert [f.rule for f in fixed] == ["MC407"] and superseded == []

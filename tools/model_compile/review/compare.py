@@ -305,6 +305,11 @@ def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
             and SEVERITY_ORDER.get(f.severity, 9) <= SEVERITY_ORDER.get(gone.severity, 9)
         ):
             return f
+    # The same rule, new at the same place of the same file (its subject changed with the code it is about, e.g.
+    # the kit call became `torch.compile`): the finding is still there, so it is not fixed.
+    for f in new:
+        if f.rule == gone.rule and f.recipe == gone.recipe and f.file == gone.file and abs(f.line - gone.line) <= NEAR:
+            return f
     return None
 
 
