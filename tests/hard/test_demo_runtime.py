@@ -75,7 +75,11 @@ def test_end_to_end_vlm_kit_json(tmp_path, capsys):
     ]
     assert all(layer["status"] == "passed" for layer in data["layers"] if layer["name"] != "rehearsal")
     rehearsal = next(layer for layer in data["layers"] if layer["name"] == "rehearsal")
-    assert rehearsal["status"] == "not-run" and rehearsal["where"] == "-" and "model-compile rehearse" in rehearsal["command"]
+    assert (
+        rehearsal["status"] == "not-run"
+        and rehearsal["where"] == "-"
+        and "model-compile rehearse" in rehearsal["command"]
+    )
     env = data["environment"]
     assert env["cpu_only"] and env["label"] == "cpu-only" and data["kind"] == "cpu-only runtime checks"
     assert all(layer["label"] in ("static", "cpu-only") for layer in data["layers"] if layer["name"] != "rehearsal")
