@@ -135,10 +135,10 @@ def _module_name(root: Path, path: Path) -> str:
 # Hugging Face classes whose module tree is known (checked before the generic VLM hint): the class, the
 # targets each path takes, and the model's modules to the second level (relative to the model, complete).
 KNOWN_LAYOUTS = [
-    (
+    (  # transformers >= 5 (4.x nested the blocks as `vit.encoder.layer`)
         r"ViTForImageClassification",
-        {"submodule": "vit", "regional": "vit.encoder.layer"},
-        ("vit", "vit.embeddings", "vit.encoder", "vit.encoder.layer", "vit.layernorm", "classifier"),
+        {"submodule": "vit", "regional": "vit.layers"},
+        ("vit", "vit.embeddings", "vit.layers", "vit.layernorm", "classifier"),
     ),
     (
         r"(?:Llama|Qwen2|Qwen3|Mistral)ForCausalLM",
