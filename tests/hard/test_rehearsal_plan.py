@@ -302,3 +302,9 @@ def test_the_summary_leads_with_the_failure_groups_recompiles_and_reads_guards()
         "3 recompile(s) in 2 frame(s), most first: 2x forward (mvp/loss.py:243) (last: input_ids dim 1 changed 34 -> 57)"
         in grouped
     )
+
+
+def test_a_parity_failure_prints_the_tolerance_it_was_judged_by() -> None:
+    facts = _facts(grad_rel_err=1.65e-2, tolerance=1.6e-2)
+    rehearsal.judge(facts)
+    assert facts.status == "failed" and "1.65e-02 > 0.016" in (facts.reason or "")  # not "> 2e-02"

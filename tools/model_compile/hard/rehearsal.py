@@ -243,7 +243,7 @@ def judge(facts: RehearsalFacts) -> None:
         ):
             if err is not None and err > tol:
                 worst = f" (worst: {step.worst_grad})" if what == "gradients" and step.worst_grad else ""
-                problems.append(f"{what} differ at step {step.step} ({step.shape}): {err:.2e} > {tol:.0e}{worst}")
+                problems.append(f"{what} differ at step {step.step} ({step.shape}): {err:.2e} > {tol:.2g}{worst}")
     problems += facts.key_failures  # correctness first, then scope, then what recompiles
     problems += [f"compiled target: {t}" for t in facts.target_failures]
     seen_hits: set[str] = set()

@@ -29,7 +29,7 @@ def parity_line(facts: RehearsalFacts) -> str:
     if not facts.steps:
         return "parity: not measured"
     tol = {s.tolerance_class: s.tolerance for s in facts.steps if s.tolerance_class}
-    tols = ", ".join(f"{t:.0e} ({c})" for c, t in tol.items() if t is not None)
+    tols = ", ".join(f"{t:.2g} ({c})" for c, t in tol.items() if t is not None)
     return (
         f"parity over {len(facts.steps)} steps (worst relative error): loss {_e(_worst(facts, 'loss_rel_err'))}, "
         f"logits {_logits(facts)}, gradients {_e(_worst(facts, 'grad_rel_err'))}; tolerance {tols}"
@@ -44,6 +44,8 @@ def timing_line(facts: RehearsalFacts) -> str | None:
     else:
         n = facts.steady_steps
         steady = f"{facts.steady_step_s} s" + (f" (median of {n} step(s) that compiled nothing new)" if n else "")
+        if facts.limit_hits:
+            steady += ", partly eager: the recompile limit was hit before"
     text = f"first compiled step {facts.first_step_s} s vs steady compiled step {steady}; eager step {facts.eager_step_s} s"
     if facts.trace_compile_s is not None:
         text += f"; compile time in the trace {facts.trace_compile_s} s"
