@@ -30,6 +30,7 @@ from model_compile.hard import proc
 from model_compile.hard.interpreter import Interpreter
 from model_compile.hard.models import GraphBreakSite, LayerResult, RehearsalFacts, RehearsalStep
 from model_compile.hard.rehearsal_plan import Plan
+from model_compile.hard.rehearsal_render import readable_guard
 from model_compile.hard.trace import records
 
 LIMITS = (
@@ -226,7 +227,7 @@ def _rel(text: str, repo_root: str) -> str:
     """Paths of the repository's own files shown relative to it; installed packages as `<site-packages>/...`."""
     if repo_root:
         text = text.replace(repo_root.rstrip("/") + "/", "")
-    return re.sub(r"/\S*?/(?:site|dist)-packages/", "<site-packages>/", text)
+    return re.sub(r"(?<![\w<])[^\s'(]*?(?:site|dist)-packages/", "<site-packages>/", text)
 
 
 def judge(facts: RehearsalFacts) -> None:
@@ -252,7 +253,7 @@ def judge(facts: RehearsalFacts) -> None:
             frame = hit.split(" last reason", 1)[0]
             if frame not in seen_hits:  # one line per frame: the first step that hit it
                 seen_hits.add(frame)
-                problems.append(f"recompile limit hit at step {step.step} ({step.shape}): {hit[:240]}")
+                problems.append(f"recompile limit hit at step {step.step} ({step.shape}): {readable_guard(hit)[:300]}")
     if not any((s.new_graphs or 0) > 0 for s in facts.steps) and facts.compiled_module_count == 0:
         problems.append("nothing was compiled: no compiled module and no graph")
     elif not any((s.new_graphs or 0) > 0 for s in facts.steps):

@@ -79,7 +79,7 @@ def readable_guard(text: str) -> str:
         what = names[-1] if names else "an input tensor"
         return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
 
-    return _SIZE_GUARD.sub(repl, re.sub(r"^\d+/\d+: ", "", text.strip()))
+    return _SIZE_GUARD.sub(repl, re.sub(r"(^|last reason: )\d+/\d+: ", r"\1", text.strip()))
 
 
 def recompiles_by_frame(facts: RehearsalFacts) -> list[tuple[str, int, str]]:
@@ -136,7 +136,8 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
 
 
 def text(facts: RehearsalFacts, command: str) -> str:
-    lines = [f"rehearsal: {facts.status}" + (f" - {facts.reason}" if facts.reason else "") + f"  [{facts.label}]"]
+    reason = readable_guard(facts.reason) if facts.reason else ""
+    lines = [f"rehearsal: {facts.status}" + (f" - {reason}" if reason else "") + f"  [{facts.label}]"]
     if facts.stage:
         lines.append(f"stage: {facts.stage} ({facts.stage_reason})")
     if facts.backend:
@@ -178,8 +179,9 @@ def text(facts: RehearsalFacts, command: str) -> str:
     elif facts.steps:
         lines.append("graph breaks: none in the trace")
     if facts.steps:
-        recompiles = facts.recompiles
-        lines.append(f"recompiles: {len(recompiles)}" + (f" (first: {recompiles[0][:180]})" if recompiles else ""))
+        frames = recompiles_by_frame(facts)
+        lines.append(f"recompiles: {sum(n for _, n, _ in frames)}" + (f" in {len(frames)} frame(s):" if frames else ""))
+        lines += [f"  {n:>3}x {frame} (last: {guard[:140]})" for frame, n, guard in frames[:6]]
         hits = facts.limit_hits
         lines.append("recompile-limit hits: " + ("; ".join(h[:200] for h in hits[:3]) if hits else "none"))
     timing = timing_line(facts)
@@ -190,7 +192,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
             f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the child), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})"
         )
     for problem in facts.problems[1:6]:
-        lines.append(f"also: {problem}")
+        lines.append(f"also: {readable_guard(problem)}")
     for note in facts.notes:
         lines.append(f"note: {note}")
     if facts.overrides:
