@@ -159,7 +159,7 @@ def interpret(facts: RehearsalFacts, record: dict[str, Any], res: proc.ProcResul
         else:
             facts.keys[name] = _key_change(cmp)
             facts.key_failures.append(f"{name} keys changed: {facts.keys[name]}")
-    repo = str(facts_repo_root(record))
+    repo = str(record.get("repo_root") or "")
     batches = record.get("batches") or {}
     facts.path = batches.get("path")
     facts.packed = batches.get("packed")
@@ -217,10 +217,6 @@ def _key_change(cmp: dict[str, Any]) -> str:
     if cmp.get("orig_mod") and all("_orig_mod." in k for k in added):
         return f"{cmp['orig_mod']} of {cmp.get('count')} gain the '_orig_mod.' prefix (e.g. {added[0]!r})"
     return f"changed (only eager: {cmp.get('only_eager')}; only compiled: {added})"
-
-
-def facts_repo_root(record: dict[str, Any]) -> str:
-    return str(record.get("repo_root") or "")
 
 
 def _rel(text: str, repo_root: str) -> str:

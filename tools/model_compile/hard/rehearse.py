@@ -49,6 +49,11 @@ def check(options: Options) -> None:
         raise InputError(f"--model-config {options.model_config}: no such file")
 
 
+def python_flag(interp: interpreter.Interpreter) -> str | None:
+    """The `--python` a printed command needs: none when the tool's own interpreter runs the recipe."""
+    return interp.path if interp.source != "tool" else None
+
+
 def label_of(environment: Environment) -> str:
     return f"{environment.label} (tiny model)"
 
@@ -62,11 +67,11 @@ def execute(
     environment: Environment,
     out_dir: Path,
     options: Options,
-    python_flag: str | None,
+    flag: str | None,
 ) -> tuple[RehearsalFacts, str]:
     """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed."""
     label = label_of(environment)
-    base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {python_flag}" if python_flag else "")
+    base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {flag}" if flag else "")
     if recipe is None:
         return rehearsal.not_run("static review found no recipe here", label), base_cmd
     conv = test_options.read(recipe_root, repo_root)
@@ -89,7 +94,7 @@ def execute(
     extra = [] if options.steps == DEFAULT_STEPS else ["--steps", str(options.steps)]
     if options.model_config is not None:
         extra += ["--model-config", str(options.model_config)]
-    cmd = rehearsal.command(recipe_root, planned, python_flag, extra)
+    cmd = rehearsal.command(recipe_root, planned, flag, extra)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
     return facts, cmd
 
@@ -119,9 +124,16 @@ def layer(
 ) -> tuple[LayerResult, RehearsalFacts]:
     """The rehearsal layer of --hard."""
     child_env, _ = child_env_with_probe(env, model_compile_file, out_dir)
-    python_flag = interp.path if interp.source != "tool" else None
     facts, cmd = execute(
-        recipe, recipe_root, repo_root, interp, child_env, environment, out_dir / "rehearsal", options, python_flag
+        recipe,
+        recipe_root,
+        repo_root,
+        interp,
+        child_env,
+        environment,
+        out_dir / "rehearsal",
+        options,
+        python_flag(interp),
     )
     where = f"{facts.label}, {interp.path}"
     return rehearsal.to_layer(facts, cmd, str(repo_root), where), facts
@@ -142,12 +154,13 @@ def standalone(
     env = interpreter.child_environ(interp, _child_env(out_dir))
     pre = preflight.run(interp, recipe_root, repo_root, env)
     environment = pre.environment
-    python_flag = interp.path if interp.source != "tool" else None
     if not pre.ok:
         facts = rehearsal.not_run(f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment))
         return facts, environment, f"model-compile rehearse {recipe_root}"
     report = analyze_path(recipe_root, recipe=None)
     recipe = report.recipes[0] if report.recipes else None
     child_env, _ = child_env_with_probe(env, pre.model_compile_file, out_dir)
-    facts, cmd = execute(recipe, recipe_root, repo_root, interp, child_env, environment, out_dir, options, python_flag)
+    facts, cmd = execute(
+        recipe, recipe_root, repo_root, interp, child_env, environment, out_dir, options, python_flag(interp)
+    )
     return facts, environment, cmd

@@ -120,7 +120,8 @@ def _rehearsal_spec(
         report.rehearsal = facts
         return layer
 
-    python_flag = f" --python {shlex.quote(interp.path)}" if interp.source != "tool" else ""
+    flag = rehearse.python_flag(interp)
+    python_flag = f" --python {shlex.quote(flag)}" if flag else ""
     command = f"model-compile rehearse {shlex.quote(str(recipe_root))}{python_flag}"
     return layers.LayerSpec("rehearsal", Path("-"), runner=run, command=command, required=False)
 
