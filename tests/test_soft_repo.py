@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from model_compile.analyze import analyze_path
+from model_compile.analyze import analyze_path, analyze_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = ROOT / "tests" / "fixtures" / "soft_repo"
@@ -184,3 +184,33 @@ def test_cli_formats(fmt):
     if fmt == "sarif":
         run = json.loads(proc.stdout)["runs"][0]
         assert run["results"] and all(r["partialFingerprints"] for r in run["results"])
+
+
+def test_analysis_makes_no_reference_cycles():
+    """analyze_tree pauses the cycle collector: that is only safe while nothing it builds is a cycle."""
+    import gc
+
+    from model_compile.discover.tree import MemoryTree
+    from model_compile.rules import ALL_RULES  # every rule's examples too: many shapes
+    from model_compile.rules.scaffold import example_files
+
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        analyze_path(REPO)
+        analyze_path(ROOT / "examples" / "demo_repo")
+        kit = "class MLLMModelKit:\n    def apply_model_compile(self, model, backend, mode):\n        model.compile()\n"
+        for rule in ALL_RULES:
+            for example in [*rule.VALID, *rule.INVALID]:
+                analyze_tree(MemoryTree({"example_engine/kit/mllm/model.py": kit, **example_files(example)}))
+        gc.collect()
+        cyclic = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    kinds = sorted({type(o).__qualname__ for o in cyclic})
+    assert not cyclic, f"{len(cyclic)} objects in reference cycles: {kinds[:10]}"

@@ -66,13 +66,20 @@ def resolve(expr: ast.expr, frame: Frame) -> ast.expr:
     if not any(isinstance(n, ast.Name) and n.id in aliases for n in ast.walk(expr)):
         return expr  # nothing to substitute: no copy
 
-    class Sub(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.expr:
-            if isinstance(node.ctx, ast.Load) and node.id in aliases:
-                return copy.deepcopy(aliases[node.id])
-            return node
+    return _Substitute(aliases).visit(copy.deepcopy(expr))
 
-    return Sub().visit(copy.deepcopy(expr))
+
+class _Substitute(ast.NodeTransformer):
+    """Replace loaded names by (copies of) what they alias. At module level: a class made
+    inside a function on every call is a reference cycle."""
+
+    def __init__(self, aliases: dict[str, ast.expr]):
+        self.aliases = aliases
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.aliases:
+            return copy.deepcopy(self.aliases[node.id])
+        return node
 
 
 def identity(expr: ast.expr | None, frame: Frame, _depth: int = 0) -> int | None:

@@ -35,7 +35,7 @@ from model_compile.ledger.aliases import (
 )
 from model_compile.ledger.classify import classify_call, is_graph_break_decorator
 from model_compile.ledger.models import Branch, Event, EventKind, Ledger
-from model_compile.parse.python import PyModule, dotted
+from model_compile.parse.python import PyModule, dotted, unparse
 
 MAX_DEPTH = 4
 FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -100,7 +100,7 @@ class LedgerBuilder:
     def text(self, expr: ast.expr, frame: Frame) -> str:
         resolved = resolve(expr, frame)
         root = root_name(resolved)
-        out = ast.unparse(resolved)
+        out = unparse(resolved)
         if root in frame.loops:
             rest = out[len(root) :]
             return f"each of {frame.loops[root]}{rest}"
@@ -121,7 +121,7 @@ class LedgerBuilder:
                 return True
             if isinstance(ended, _Rest):  # early return under `if`: the rest runs under `not test`, in its else arm
                 ctx = ctx.but(
-                    conditions=ctx.conditions + (ast.unparse(ended.test),), branches=ctx.branches + (ended.branch,)
+                    conditions=ctx.conditions + (unparse(ended.test),), branches=ctx.branches + (ended.branch,)
                 )
         return False
 
@@ -195,7 +195,7 @@ class LedgerBuilder:
                         dec,
                         frame,
                         ctx,
-                        call=f"@{ast.unparse(dec)} def {stmt.name}",
+                        call=f"@{unparse(dec)} def {stmt.name}",
                         target_text=stmt.name,
                     )
             return None
@@ -206,12 +206,12 @@ class LedgerBuilder:
         test = resolve(stmt.test, frame)
         node = f"{frame.module.path}:{stmt.lineno}"
         then_ctx = ctx.but(
-            conditions=ctx.conditions + (ast.unparse(test),),
+            conditions=ctx.conditions + (unparse(test),),
             branches=ctx.branches + (Branch(node=node, arm="then"),),
             reachable=ctx.reachable and not is_false(stmt.test),
         )
         else_ctx = ctx.but(
-            conditions=ctx.conditions + (ast.unparse(negate(test)),),
+            conditions=ctx.conditions + (unparse(negate(test)),),
             branches=ctx.branches + (Branch(node=node, arm="else"),),
         )
         then_frame_models = dict(frame.models)
@@ -268,17 +268,13 @@ class LedgerBuilder:
         """Freeze and upcast written as assignments."""
         if isinstance(target, ast.Attribute) and target.attr == "requires_grad":
             if isinstance(value, ast.Constant) and value.value is False:
-                self._event(
-                    "freeze", target, frame, ctx, call=f"{ast.unparse(target)} = False", target_expr=target.value
-                )
+                self._event("freeze", target, frame, ctx, call=f"{unparse(target)} = False", target_expr=target.value)
         if isinstance(target, ast.Attribute) and target.attr == "data":
-            text = ast.unparse(value)
+            text = unparse(value)
             if any(t in text for t in (".to(", ".float(", "float32", "bfloat16", ".half(")):
                 if self.events and self.events[-1].kind == "upcast" and self.events[-1].line == value.lineno:
                     self.events.pop()  # the `.to(dtype)` call on the right is this same upcast
-                self._event(
-                    "upcast", target, frame, ctx, call=f"{ast.unparse(target)} = {text}", target_expr=target.value
-                )
+                self._event("upcast", target, frame, ctx, call=f"{unparse(target)} = {text}", target_expr=target.value)
 
     def _expr(
         self, expr: ast.expr, frame: Frame, ctx: Ctx, result_kept: bool = False, stored_into: Sequence[ast.expr] = ()
@@ -432,29 +428,32 @@ def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
     """Calls of an expression in evaluation order (inner first), with whether
     each call's result is used (passed on, assigned, returned)."""
     out: list[tuple[ast.Call, bool]] = []
-
-    def visit(node: ast.AST, used: bool) -> None:
-        if isinstance(node, _LEAVES):
-            return
-        if isinstance(node, ast.Call):
-            visit(node.func, True)
-            for arg in node.args:
-                visit(arg, True)
-            for kw in node.keywords:
-                visit(kw.value, True)
-            out.append((node, used))
-            return
-        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            for gen in node.generators:
-                visit(gen.iter, True)
-            for child in ast.iter_child_nodes(node):
-                if not isinstance(child, ast.comprehension):
-                    visit(child, False)
-            return
-        for child in ast.iter_child_nodes(node):
-            visit(child, used)
-
-    visit(expr, kept)
+    _visit_calls(expr, kept, out)
     return out
+
+
+def _visit_calls(node: ast.AST, used: bool, out: list[tuple[ast.Call, bool]]) -> None:
+    """A module-level function, not a closure: a closure that calls itself is a reference cycle."""
+    while isinstance(node, ast.Attribute):  # `a.b.c`: only the innermost value can hold a call
+        node = node.value
+    if isinstance(node, _LEAVES):
+        return
+    if isinstance(node, ast.Call):
+        _visit_calls(node.func, True, out)
+        for arg in node.args:
+            _visit_calls(arg, True, out)
+        for kw in node.keywords:
+            _visit_calls(kw.value, True, out)
+        out.append((node, used))
+        return
+    if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        for gen in node.generators:
+            _visit_calls(gen.iter, True, out)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.comprehension):
+                _visit_calls(child, False, out)
+        return
+    for child in ast.iter_child_nodes(node):
+        _visit_calls(child, used, out)

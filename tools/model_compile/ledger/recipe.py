@@ -65,12 +65,20 @@ class RecipeContext:
         return any(d.source == "readme" and d.kind == kind for d in self.docs)
 
 
-def _resolver(ctx: RecipeContext) -> Resolver:
-    """Find recipe-local functions by name from a module's own defs and imports."""
+class _Resolver:
+    """Find recipe-local functions by name from a module's own defs and imports.
 
-    cache: dict[tuple[str, str], Callable_ | None] = {}
+    A class rather than a recursive closure: a closure that calls itself is a
+    reference cycle, which would keep every recipe's trees alive until the
+    garbage collector's next full pass.
+    """
 
-    def module_for(importer: PyModule, level: int, module: str | None) -> PyModule | None:
+    def __init__(self, ctx: RecipeContext):
+        self.ctx = ctx
+        self.cache: dict[tuple[str, str], Callable_ | None] = {}
+
+    def module_for(self, importer: PyModule, level: int, module: str | None) -> PyModule | None:
+        ctx = self.ctx
         if level:
             base = posixpath.dirname(importer.path)
             for _ in range(level - 1):
@@ -95,11 +103,11 @@ def _resolver(ctx: RecipeContext) -> Resolver:
                 return ctx.modules[cand]
         return None
 
-    def find(mod: PyModule, name: str, hops: int = 0) -> Callable_ | None:
+    def __call__(self, mod: PyModule, name: str, hops: int = 0) -> Callable_ | None:
         key = (mod.path, name)
-        if key in cache:
-            return cache[key]
-        cache[key] = None
+        if key in self.cache:
+            return self.cache[key]
+        self.cache[key] = None
         found = None
         for node in mod.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
@@ -109,13 +117,11 @@ def _resolver(ctx: RecipeContext) -> Resolver:
                 if isinstance(node, ast.ImportFrom):
                     for alias in node.names:
                         if (alias.asname or alias.name) == name:
-                            target = module_for(mod, node.level, node.module)
+                            target = self.module_for(mod, node.level, node.module)
                             if target is not None:
-                                found = find(target, alias.name, hops + 1)
-        cache[key] = found
+                                found = self(target, alias.name, hops + 1)
+        self.cache[key] = found
         return found
-
-    return find
 
 
 def _methods(cls: ast.ClassDef, module: PyModule) -> dict[str, Callable_]:
@@ -169,7 +175,7 @@ def build_context(
                 ctx.docs.extend(comment_docs(parsed.comments, path))
                 ctx.suppressions.extend(ignore_comments(parsed.comments, path))
 
-    resolve = _resolver(ctx)
+    resolve: Resolver = _Resolver(ctx)
     root_class = None
     engine_prefix = loc.rel("engine/")
     for path, mod in ctx.modules.items():

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from model_compile.discover.tree import SourceTree, read_text
 from model_compile.ledger.aliases import getattr_as_attribute
 from model_compile.ledger.classify import classify_call
-from model_compile.parse.python import dotted
+from model_compile.parse.python import dotted, unparse
 
 
 class KitFacts(BaseModel):
@@ -74,7 +74,7 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
             in_place, wrapper, disables = False, False, []
             found_by: dict[str, str] = {}
             guards = {
-                id(n): ast.unparse(branch.test)
+                id(n): unparse(branch.test)
                 for branch in ast.walk(fn)
                 if isinstance(branch, ast.If)
                 for stmt in branch.body
@@ -92,7 +92,7 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
                 elif kind == "compile" and facts.get("style") == "inplace":
                     in_place = True
                 elif kind == "graph_break" and node.args:
-                    target = _path_of(node.args[0], aliases) or ast.unparse(node.args[0])
+                    target = _path_of(node.args[0], aliases) or unparse(node.args[0])
                     region = target[: -len(".forward")] if target.endswith(".forward") else target
                     disables.append(region)
                     if id(node) in guards:

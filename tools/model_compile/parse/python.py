@@ -7,6 +7,7 @@ import io
 import tokenize
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from model_compile.discover.tree import SourceTree, read_text
 
@@ -131,3 +132,118 @@ def dotted(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+def _plain_str(value: str) -> bool:
+    """A string `ast.unparse` writes as `repr` writes it: printable, no quote, no backslash."""
+    return value.isprintable() and "'" not in value and '"' not in value and "\\" not in value
+
+
+def _simple(node: ast.AST) -> str | None:
+    """`ast.unparse` of the shapes a recipe's calls and tests are mostly made of, else None.
+
+    Names and attribute chains, plain constants, subscripts and calls of those:
+    none of them ever needs parentheses, so the text is the same at any
+    precedence.
+    """
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _simple(node.value)
+        if base is None or isinstance(node.value, ast.Constant):  # `1 .real` takes a space
+            return None
+        return f"{base}.{node.attr}"
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if node.kind is not None:  # u"..."
+            return None
+        if value is None or isinstance(value, bool) or (type(value) is int and value >= 0):
+            return repr(value)
+        if type(value) is str and _plain_str(value):
+            return repr(value)
+        return None
+    if isinstance(node, ast.Subscript):
+        base, index = _simple(node.value), _simple(node.slice)
+        if base is None or index is None or isinstance(node.value, ast.Constant):
+            return None
+        return f"{base}[{index}]"
+    if isinstance(node, ast.Call):
+        func = _simple(node.func)
+        if func is None or isinstance(node.func, ast.Constant):
+            return None
+        parts = []
+        for arg in node.args:
+            text = _simple(arg)
+            if text is None:
+                return None
+            parts.append(text)
+        for kw in node.keywords:
+            text = _simple(kw.value)
+            if text is None or kw.arg is None:
+                return None
+            parts.append(f"{kw.arg}={text}")
+        return f"{func}({', '.join(parts)})"
+    return None
+
+
+def unparse(node: ast.AST) -> str:
+    """`ast.unparse(node)`, without its visitor for the common simple shapes (`not` of one included)."""
+    text = _simple(node)
+    if text is not None:
+        return text
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        operand = _simple(node.operand)
+        if operand is not None:
+            return f"not {operand}"
+    return ast.unparse(node)
+
+
+def _signed_number(node: ast.expr) -> Any:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, complex):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        operand = _signed_number(node.operand) if isinstance(node.operand, ast.Constant) else _MALFORMED
+        if operand is not _MALFORMED:
+            return +operand if isinstance(node.op, ast.UAdd) else -operand
+    return _MALFORMED
+
+
+_MALFORMED = object()
+
+
+def literal_value(node: ast.AST) -> Any:
+    """`ast.literal_eval(node)` for a parsed node, without its nested closures.
+
+    `ast.literal_eval` defines recursive helper functions on every call, and
+    each is a reference cycle; soft validation pauses the cycle collector, so
+    its own code makes none. Raises ValueError on anything that is not a literal.
+    """
+    if isinstance(node, ast.Expression):
+        node = node.body
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        return tuple(literal_value(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [literal_value(e) for e in node.elts]
+    if isinstance(node, ast.Set):
+        return {literal_value(e) for e in node.elts}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "set":
+        if not node.args and not node.keywords:
+            return set()
+    if isinstance(node, ast.Dict) and None not in node.keys and len(node.keys) == len(node.values):
+        return {literal_value(k): literal_value(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        left, right = _signed_number(node.left), node.right
+        if left is not _MALFORMED and isinstance(right, ast.Constant) and type(right.value) is complex:
+            if type(left) in (int, float):
+                return left + right.value if isinstance(node.op, ast.Add) else left - right.value
+    signed = _signed_number(node)
+    if signed is not _MALFORMED:
+        return signed
+    raise ValueError(f"malformed node or string: {node!r}")
+
+
+def literal_of(source: str) -> Any:
+    """`ast.literal_eval(source)` for a string (SyntaxError when it does not parse, ValueError when not a literal)."""
+    return literal_value(ast.parse(source.lstrip(" \t"), mode="eval").body)

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from model_compile.parse.models import FieldFact, SchemaFacts
-from model_compile.parse.python import PyModule, dotted
+from model_compile.parse.python import PyModule, dotted, literal_value, unparse
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
 _NO_DEFAULT = object()
@@ -57,7 +57,7 @@ def _fields(
 
 def _literal(node: ast.expr) -> Any:
     try:
-        return ast.literal_eval(node)
+        return literal_value(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return _NO_DEFAULT
 
@@ -70,13 +70,13 @@ def _default(stmt: ast.AnnAssign) -> tuple[Any, str | None, ast.expr | None]:
     if isinstance(v, ast.Call) and (dotted(v.func) or "").split(".")[-1] == "Field":
         for kw in v.keywords:
             if kw.arg == "default":
-                return _literal(kw.value), ast.unparse(kw.value), None
+                return _literal(kw.value), unparse(kw.value), None
             if kw.arg == "default_factory":
-                return _NO_DEFAULT, ast.unparse(kw.value), kw.value
+                return _NO_DEFAULT, unparse(kw.value), kw.value
         if v.args and not (isinstance(v.args[0], ast.Constant) and v.args[0].value is Ellipsis):
-            return _literal(v.args[0]), ast.unparse(v.args[0]), None
+            return _literal(v.args[0]), unparse(v.args[0]), None
         return _NO_DEFAULT, None, None
-    return _literal(v), ast.unparse(v), None
+    return _literal(v), unparse(v), None
 
 
 def _type_names(annotation: ast.expr, aliases: dict[str, ast.expr]) -> list[str]:
@@ -174,7 +174,7 @@ def schema_facts(mod: PyModule, root_class: str | None = None) -> SchemaFacts:
         value, text, _ = _default(stmt)
         facts.fields[name] = FieldFact(
             present=True,
-            annotation=ast.unparse(stmt.annotation),
+            annotation=unparse(stmt.annotation),
             default=None if value is _NO_DEFAULT else value,
             default_text=text,
             allowed=_literal_values(stmt.annotation, aliases),

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.python import unparse
 from model_compile.rules.finding import Finding, Severity
 
 
@@ -106,15 +107,13 @@ def _conjuncts(condition: str) -> tuple[ast.expr, ...]:
     except SyntaxError:
         return ()
     out: list[ast.expr] = []
-
-    def walk(e: ast.expr) -> None:
+    todo = [expr]  # a stack, not a recursive closure (that would be a reference cycle)
+    while todo:
+        e = todo.pop()
         if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.And):
-            for v in e.values:
-                walk(v)
+            todo.extend(reversed(e.values))
         else:
             out.append(e)
-
-    walk(expr)
     return tuple(out)
 
 
@@ -123,8 +122,8 @@ def _enabled_ref(e: ast.expr) -> bool:
         e = e.args[0]
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) >= 2:
         if isinstance(e.args[1], ast.Constant) and e.args[1].value == "enabled":
-            return bool(re.search(r"(^|\.)model\.compile$", ast.unparse(e.args[0])))
-    return isinstance(e, (ast.Attribute, ast.Name)) and bool(ENABLED_RE.search(ast.unparse(e)))
+            return bool(re.search(r"(^|\.)model\.compile$", unparse(e.args[0])))
+    return isinstance(e, (ast.Attribute, ast.Name)) and bool(ENABLED_RE.search(unparse(e)))
 
 
 def gate_state(event: Event) -> str:

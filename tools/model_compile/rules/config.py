@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.parse.models import FieldFact, StageFacts
+from model_compile.parse.python import literal_of
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.placement import _GATED_KIT, _WITHOUT_COMPILE
@@ -294,7 +294,7 @@ _CONFIG_ROOT = re.compile(r"^(?:self\.)?(?:config|cfg|conf|args|hparams)\.(?P<fi
 def _argument_source(value: str) -> str:
     """Where a compile argument comes from, for MC204: a literal, another config field, or some expression."""
     try:
-        literal = ast.literal_eval(value)
+        literal = literal_of(value)
     except (ValueError, SyntaxError, RecursionError):
         literal = None
     else:
@@ -325,7 +325,7 @@ def _literal_string(source: str | None) -> str | None:
     if not source:
         return None
     try:
-        value = ast.literal_eval(source)
+        value = literal_of(source)
     except (ValueError, SyntaxError, RecursionError):
         return None
     return value if isinstance(value, str) else None

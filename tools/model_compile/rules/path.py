@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
+from model_compile.parse.python import unparse
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
@@ -256,5 +257,5 @@ def _region(node: ast.AST) -> str:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return node.name
     if isinstance(node, ast.Call) and node.args:
-        return ast.unparse(node.args[0])
-    return ast.unparse(node)[:80]
+        return unparse(node.args[0])
+    return unparse(node)[:80]

@@ -1,0 +1,113 @@
+"""The fast `unparse` writes exactly what `ast.unparse` writes, on every expression of real files."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from model_compile.parse.python import _simple, literal_of, literal_value, unparse
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = sorted(
+    p
+    for base in (ROOT / "tools", ROOT / "tests", ROOT / "examples", ROOT / "bench")
+    for p in base.rglob("*.py")
+    if "__pycache__" not in p.parts
+)
+
+SHAPES = [
+    "a",
+    "a.b.c",
+    "not a.b",
+    "not (a and b)",
+    "(1).real",
+    "x[0]",
+    "x[-1]",
+    "x['k']",
+    'x["it\'s"]',
+    "x[a, b]",
+    "x[1:2]",
+    "f()",
+    "f(a, b=c.d)",
+    "f(*a, **k)",
+    "f(x for x in y)",
+    "a.b(c)(d).e[f]",
+    "None",
+    "True",
+    "1.5",
+    "1e400",
+    "u'x'",
+    "'tab\\there'",
+    "'é'",
+    "b'x'",
+    "not not a",
+    "-a",
+    "a if b else c",
+    "f(lambda: 1)",
+    "f(a=1, b='x')",
+]
+
+
+@pytest.mark.parametrize("src", SHAPES)
+def test_shape_matches_ast_unparse(src: str) -> None:
+    node = ast.parse(src, mode="eval").body
+    assert unparse(node) == ast.unparse(node)
+
+
+def test_every_expression_of_the_corpus_matches_ast_unparse() -> None:
+    checked = 0
+    for path in CORPUS:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue  # fixtures that do not parse on purpose
+        for node in ast.walk(tree):
+            if isinstance(node, ast.expr) and (_simple(node) is not None or isinstance(node, ast.UnaryOp)):
+                assert unparse(node) == ast.unparse(node), f"{path}:{node.lineno}"
+                checked += 1
+    assert checked > 10_000
+
+
+LITERALS = [
+    "1",
+    "-1",
+    "+1.5",
+    "-(1)",
+    "--1",
+    "'x'",
+    "b'x'",
+    "None",
+    "[1, (2, 3)]",
+    "{1: 'a', 'b': [None]}",
+    "{1, 2}",
+    "set()",
+    "set([1])",
+    "1+2j",
+    "-1-2j",
+    "1+2",
+    "True + 1j",
+    "{**a}",
+    "x",
+    "f()",
+    "-'x'",
+    "{[1]}",
+    "...",
+    "(1, [2, {3: (4,)}])",
+]
+
+
+def _outcome(fn, node):
+    try:
+        value = fn(node)
+    except (ValueError, TypeError, SyntaxError) as exc:
+        return type(exc).__name__ if not isinstance(exc, ValueError) else "ValueError"
+    return (type(value).__name__, repr(value))
+
+
+@pytest.mark.parametrize("src", LITERALS)
+def test_literal_value_matches_literal_eval(src: str) -> None:
+    node = ast.parse(src, mode="eval").body
+    assert _outcome(literal_value, node) == _outcome(ast.literal_eval, node)
+    assert _outcome(literal_of, src) == _outcome(ast.literal_eval, src)
