@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tools" / "model_compile"
 
 # Lowest layer first. A unit is a subpackage (discover/) or a top-level module (analyze.py).
 LAYERS: list[set[str]] = [
-    {"errors", "vocabulary", "runtime", "_templates", "_skill", "__init__"},
+    {"errors", "vocabulary", "runtime", "workers", "_templates", "_skill", "__init__"},
     {"settings"},
     {"templating", "skillpack"},
     {"recipe_tests"},

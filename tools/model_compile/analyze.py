@@ -7,14 +7,14 @@ is never imported.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from model_compile import __version__
-from model_compile.discover.recipes import find_recipes, group_files, repo_root_of
-from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree, unlisted_of
+from model_compile.discover.recipes import RecipeLocation, find_recipes, group_files, repo_root_of
+from model_compile.discover.tree import DiskTree, OverlayTree, SourceTree, fork_safe, unlisted_of
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport, Report
 from model_compile.findings.selection import apply_severity, apply_suppressions, selected_rules
@@ -24,6 +24,10 @@ from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 from model_compile.settings import Settings, load_settings, parse_settings
+from model_compile.workers import job_count, map_chunks, split
+
+# Below this many recipes per process, forking and sending reports back costs more than it saves.
+MIN_RECIPES_PER_JOB = 48
 
 
 def review_context(ctx: RecipeContext, settings: Settings | None = None) -> RecipeReport:
@@ -81,10 +85,18 @@ def analyze_tree(
     selected = {r.id for r in selected_rules(settings)}
     report = Report(version=__version__, root=root_label, kit=facts.kit)
     groups = group_files(tree)
-    with _without_cycle_collection():
-        for loc in locations:
-            files = groups.get(loc.name, []) if loc.prefix else None
-            report.recipes.append(review_context(build_context(tree, loc, facts, files), settings))
+
+    def review_all(chunk: Sequence[RecipeLocation]) -> list[RecipeReport]:
+        with _without_cycle_collection():
+            return [
+                review_context(
+                    build_context(tree, loc, facts, groups.get(loc.name, []) if loc.prefix else None), settings
+                )
+                for loc in chunk
+            ]
+
+    jobs = job_count(len(locations), MIN_RECIPES_PER_JOB) if fork_safe(tree) else 1
+    report.recipes = map_chunks(review_all, split(locations, jobs))
     for kit in facts.kit:
         if not kit.in_place and "MC103" in selected:
             report.findings.append(

@@ -48,6 +48,11 @@ def unlisted_of(tree: object) -> dict[str, str]:
     return dict(getter()) if callable(getter) else {}
 
 
+def fork_safe(tree: object) -> bool:
+    """The tree reads nothing through a shared handle (a git process, a socket), so a forked child can read it."""
+    return bool(getattr(tree, "fork_safe", False))
+
+
 def read_text(tree: SourceTree, path: str) -> tuple[str | None, str | None]:
     """(text, problem): UTF-8 text, or None and why it could not be read."""
     data = tree.read_bytes(path)
@@ -63,6 +68,8 @@ def read_text(tree: SourceTree, path: str) -> tuple[str | None, str | None]:
 
 class MemoryTree:
     """A tree held in a dict: rule examples, tests, git blobs."""
+
+    fork_safe = True
 
     def __init__(self, files: dict[str, str | bytes]):
         self._files = {str(PurePosixPath(k)): (v.encode() if isinstance(v, str) else v) for k, v in files.items()}
@@ -164,6 +171,8 @@ class DiskTree:
     be listed are kept in `unlisted()`.
     """
 
+    fork_safe = True
+
     def __init__(
         self,
         root: Path,
@@ -234,6 +243,10 @@ class OverlayTree:
         if path in self._over:
             return self._over[path]
         return self._base.read_bytes(path)
+
+    @property
+    def fork_safe(self) -> bool:
+        return fork_safe(self._base)
 
     def problem(self, path: str) -> str | None:
         """The base tree's reason for not reading `path` (overridden files always read)."""

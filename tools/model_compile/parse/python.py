@@ -67,6 +67,29 @@ def _tokenized_comments(text: str) -> dict[int, str]:
     return out
 
 
+def _multiline_strings(module: ast.Module) -> list[tuple[int, int]]:
+    """(first, last) line of every string constant that spans lines.
+
+    Walks only into nodes that span lines themselves: a node on one line
+    cannot hold a string that spans several.
+    """
+    spans: list[tuple[int, int]] = []
+    todo: list[ast.AST] = list(module.body)
+    while todo:
+        node = todo.pop()
+        start = getattr(node, "lineno", None)
+        end = getattr(node, "end_lineno", None)
+        if start is not None and end is not None and start == end:
+            continue
+        if isinstance(node, (ast.Constant, ast.JoinedStr)):
+            if start is not None and end is not None:
+                spans.append((start, end))
+            if isinstance(node, ast.Constant):
+                continue
+        todo.extend(ast.iter_child_nodes(node))
+    return spans
+
+
 def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]:
     """Line -> comment body, as the tokenizer finds them, without tokenizing the whole file.
 
@@ -83,11 +106,7 @@ def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]
     # either, no line starts inside a string and the tree need not be walked.
     spans: list[tuple[int, int]] = []
     if "'''" in text or '"""' in text or "\\\n" in text:
-        spans = [
-            (n.lineno, n.end_lineno or n.lineno)
-            for n in ast.walk(module)
-            if isinstance(n, (ast.Constant, ast.JoinedStr)) and (n.end_lineno or n.lineno) != n.lineno
-        ]
+        spans = _multiline_strings(module)
     touched = {i for a, b in spans for i in range(a, b + 1)}
     for i, line in enumerate(lines, 1):
         hash_at = line.find("#")
@@ -124,6 +143,8 @@ def parse_module(tree: SourceTree, path: str) -> PyModule | ParseFailure | None:
 
 def dotted(node: ast.AST) -> str | None:
     """`a.b.c` for Name/Attribute chains, else None."""
+    if type(node) is ast.Name:  # the commonest case, first
+        return node.id
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -163,10 +184,15 @@ def _simple(node: ast.AST) -> str | None:
             return repr(value)
         return None
     if isinstance(node, ast.Subscript):
-        base, index = _simple(node.value), _simple(node.slice)
-        if base is None or index is None or isinstance(node.value, ast.Constant):
+        base = _simple(node.value)
+        if base is None or isinstance(node.value, ast.Constant):
             return None
-        return f"{base}[{index}]"
+        index = node.slice
+        if isinstance(index, ast.Tuple) and len(index.elts) >= 2:  # `Literal["a", "b"]`: no parentheses
+            items = [_simple(e) for e in index.elts]
+            return None if None in items else f"{base}[{', '.join(items)}]"  # type: ignore[arg-type]
+        text = _simple(index)
+        return None if text is None else f"{base}[{text}]"
     if isinstance(node, ast.Call):
         func = _simple(node.func)
         if func is None or isinstance(node.func, ast.Constant):
@@ -198,13 +224,14 @@ def unparse(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
-def _signed_number(node: ast.expr) -> Any:
+def _signed_number(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float, complex):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
-        operand = _signed_number(node.operand) if isinstance(node.operand, ast.Constant) else _MALFORMED
-        if operand is not _MALFORMED:
-            return +operand if isinstance(node.op, ast.UAdd) else -operand
+        operand = node.operand
+        if isinstance(operand, ast.Constant) and type(operand.value) in (int, float, complex):
+            value: Any = operand.value
+            return +value if isinstance(node.op, ast.UAdd) else -value
     return _MALFORMED
 
 
