@@ -87,16 +87,14 @@ def analyze_tree(
     groups = group_files(tree)
 
     def review_all(chunk: Sequence[RecipeLocation]) -> list[RecipeReport]:
-        with _without_cycle_collection():
-            return [
-                review_context(
-                    build_context(tree, loc, facts, groups.get(loc.name, []) if loc.prefix else None), settings
-                )
-                for loc in chunk
-            ]
+        return [
+            review_context(build_context(tree, loc, facts, groups.get(loc.name, []) if loc.prefix else None), settings)
+            for loc in chunk
+        ]
 
     jobs = job_count(len(locations), MIN_RECIPES_PER_JOB) if fork_safe(tree) else 1
-    report.recipes = map_chunks(review_all, split(locations, jobs))
+    with _without_cycle_collection():  # forked workers inherit it; their reports are unpickled under it
+        report.recipes = map_chunks(review_all, split(locations, jobs))
     for kit in facts.kit:
         if not kit.in_place and "MC103" in selected:
             report.findings.append(
@@ -122,7 +120,8 @@ def _without_cycle_collection() -> Iterator[None]:
     The analysis makes no reference cycles (tests/test_soft_repo.py checks
     it), so reference counting frees every recipe's trees as soon as its
     report is built; the collector's passes over the growing report would
-    only cost time (about a tenth of a large repository's run).
+    only cost time (about a tenth of a large repository's run, and most of
+    unpickling the reports of forked workers).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -130,6 +129,11 @@ def _without_cycle_collection() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if gc.get_freeze_count() == 0:
+                # Move what was made meanwhile to the oldest generation, as surviving collections would
+                # have: otherwise the first allocation after enable() scans all of it as young objects.
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
