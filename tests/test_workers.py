@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,39 +27,53 @@ def test_split_is_contiguous_and_even(n: int, jobs: int) -> None:
     assert max(map(len, chunks)) - min(map(len, chunks)) <= 1
 
 
-def _pids(chunk):
-    return [(x, os.getpid()) for x in chunk]
-
-
-def test_map_chunks_keeps_order_and_runs_in_children() -> None:
-    out = workers.map_chunks(_pids, workers.split(list(range(9)), 3))
-    assert [x for x, _ in out] == list(range(9))
-    pids = {pid for _, pid in out}
-    assert os.getpid() in pids and len(pids) == 3, "the first chunk here, the others in two children"
-
-
-def _fail_in_child(chunk):
-    if os.getpid() != PARENT:
-        raise InputError(f"bad input in chunk {list(chunk)}")
-    return list(chunk)
-
-
-def _die_in_child(chunk):
-    if os.getpid() != PARENT:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return list(chunk)
-
-
 PARENT = os.getpid()
 
 
-def test_an_exception_in_a_child_is_raised_here() -> None:
-    with pytest.raises(InputError, match=r"bad input in chunk \[2, 3\]"):
-        workers.map_chunks(_fail_in_child, workers.split([0, 1, 2, 3], 2))
+def _wait_for_a_child(marker: Path) -> None:
+    """In this process: wait until a child has claimed a chunk, so every test sees children work."""
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
-def test_a_child_that_dies_has_its_chunk_redone_here() -> None:
-    assert workers.map_chunks(_die_in_child, workers.split(list(range(6)), 3)) == list(range(6))
+def _worker(marker: Path, action: str):
+    def fn(chunk):
+        if os.getpid() == PARENT:
+            _wait_for_a_child(marker)
+        else:
+            marker.touch()
+            if action == "raise":
+                raise InputError(f"bad input in chunk {list(chunk)}")
+            if action == "die":
+                os.kill(os.getpid(), signal.SIGKILL)
+        return [(x, os.getpid()) for x in chunk]
+
+    return fn
+
+
+def test_map_chunks_keeps_order_and_runs_in_children(tmp_path: Path) -> None:
+    out = workers.map_chunks(_worker(tmp_path / "m", "run"), workers.split(list(range(20)), 10), 3)
+    assert [x for x, _ in out] == list(range(20))
+    assert {pid for _, pid in out} - {PARENT}, "children did some of the chunks"
+
+
+def test_an_exception_in_a_child_is_raised_here(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"bad input in chunk \["):
+        workers.map_chunks(_worker(tmp_path / "m", "raise"), workers.split(list(range(8)), 4), 2)
+
+
+def test_a_child_that_dies_has_its_chunks_redone_here(tmp_path: Path) -> None:
+    out = workers.map_chunks(_worker(tmp_path / "m", "die"), workers.split(list(range(12)), 6), 3)
+    assert [x for x, _ in out] == list(range(12))
+    assert {pid for _, pid in out} == {PARENT}, "every chunk a dead child claimed was redone here"
+
+
+def test_chunks_per_process_and_their_limit() -> None:
+    assert workers.chunk_count(615, 1) == 1
+    assert workers.chunk_count(615, 2) == 2 * workers.CHUNKS_PER_JOB
+    assert workers.chunk_count(5, 2) == 5
+    assert workers.chunk_count(100_000, 64) == workers.MAX_CHUNKS
 
 
 def test_job_count_follows_the_setting_and_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +100,7 @@ def test_forked_analysis_reports_exactly_what_one_process_reports(monkeypatch: p
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2})
     calls: list[int] = []
     real = workers.map_chunks
-    monkeypatch.setattr(analyze, "map_chunks", lambda fn, chunks: calls.append(len(chunks)) or real(fn, chunks))
+    monkeypatch.setattr(analyze, "map_chunks", lambda fn, chunks, jobs: calls.append(jobs) or real(fn, chunks, jobs))
     forked = analyze_path(repo).model_dump_json()
     assert calls == [3], "the analysis was split over three processes"
     assert forked == serial

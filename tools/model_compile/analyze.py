@@ -24,7 +24,7 @@ from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 from model_compile.settings import Settings, load_settings, parse_settings
-from model_compile.workers import job_count, map_chunks, split
+from model_compile.workers import chunk_count, job_count, map_chunks, split
 
 # Below this many recipes per process, forking and sending reports back costs more than it saves.
 MIN_RECIPES_PER_JOB = 48
@@ -94,7 +94,7 @@ def analyze_tree(
 
     jobs = job_count(len(locations), MIN_RECIPES_PER_JOB) if fork_safe(tree) else 1
     with _without_cycle_collection():  # forked workers inherit it; their reports are unpickled under it
-        report.recipes = map_chunks(review_all, split(locations, jobs))
+        report.recipes = map_chunks(review_all, split(locations, chunk_count(len(locations), jobs)), jobs)
     for kit in facts.kit:
         if not kit.in_place and "MC103" in selected:
             report.findings.append(

@@ -194,16 +194,40 @@ class DiskTree:
             out: list[str] = []
             starts = [self.root / s for s in self._subdirs] if self._subdirs is not None else [self.root]
             for start in starts:
-                if not start.is_dir():
-                    continue
-                root = str(self.root)
-                for dirpath, dirnames, filenames in os.walk(start, onerror=self._on_error, followlinks=False):
-                    dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-                    # String prefixes, not Path.relative_to per folder: os.walk yields paths under `root`.
-                    rel = dirpath[len(root) :].lstrip(os.sep).replace(os.sep, "/")
-                    out.extend(f"{rel}/{name}" if rel else name for name in filenames)
+                if start.is_dir():
+                    self._walk(start, out)
             self._files = sorted(set(out))
         return self._files
+
+    def _walk(self, start: Path, out: list[str]) -> None:
+        """Every non-folder entry under `start`, as os.walk(followlinks=False) lists them.
+
+        A symlink to a folder is a folder that is not entered (so not a file);
+        anything else that is not a folder (a file, a dangling link, a FIFO) is
+        listed. Written on os.scandir: the entry's type comes with the listing,
+        where os.walk asks the file system again for each folder.
+        """
+        root = str(self.root)
+        todo = [str(start)]
+        while todo:
+            folder = todo.pop()
+            try:
+                entries = os.scandir(folder)
+            except OSError as exc:
+                self._on_error(exc)
+                continue
+            # String prefixes, not Path.relative_to per folder: every folder is under `root`.
+            rel = folder[len(root) :].lstrip(os.sep).replace(os.sep, "/")
+            with entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if not is_dir:
+                        out.append(f"{rel}/{entry.name}" if rel else entry.name)
+                    elif entry.name not in SKIP_DIRS and not entry.is_symlink():
+                        todo.append(entry.path)
 
     def _on_error(self, exc: OSError) -> None:
         where = Path(exc.filename) if exc.filename else self.root
