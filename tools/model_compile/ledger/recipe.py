@@ -49,6 +49,7 @@ class RecipeContext:
     repo: RepoFacts = field(default_factory=RepoFacts)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     _comment_lines: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
+    memo: dict[object, object] = field(default_factory=dict, repr=False)  # what rules derive once per recipe
 
     def documented(self, kind: str, path: str | None, line: int | None) -> Documentation | None:
         """The `# model-compile: <kind>` comment covering `path:line`, if any."""

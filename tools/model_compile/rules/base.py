@@ -205,11 +205,14 @@ def step_ref(event: Event, in_file: str | None = None) -> str:
     return f"`{short_call(event)}` ({line_ref(event, in_file)})"
 
 
-def compile_events(ctx: RecipeContext, reachable: bool = True) -> list[tuple[int, Event, list[Event]]]:
-    """(index, compile event, all events of its ledger)."""
-    out = []
-    for ledger in ctx.ledgers:
-        for i, e in enumerate(ledger.events):
-            if e.kind == "compile" and (e.reachable or not reachable):
-                out.append((i, e, ledger.events))
-    return out
+def compile_events(ctx: RecipeContext, reachable: bool = True) -> tuple[tuple[int, Event, list[Event]], ...]:
+    """(index, compile event, all events of its ledger); computed once per recipe (a dozen rules ask)."""
+    key = ("compile_events", reachable)
+    if key not in ctx.memo:
+        ctx.memo[key] = tuple(
+            (i, e, ledger.events)
+            for ledger in ctx.ledgers
+            for i, e in enumerate(ledger.events)
+            if e.kind == "compile" and (e.reachable or not reachable)
+        )
+    return ctx.memo[key]  # type: ignore[return-value]
