@@ -104,3 +104,28 @@ def test_forked_analysis_reports_exactly_what_one_process_reports(monkeypatch: p
     forked = analyze_path(repo).model_dump_json()
     assert calls == [3], "the analysis was split over three processes"
     assert forked == serial
+
+
+def test_forked_review_of_a_working_tree_matches_one_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A working tree is listed through git and read from disk: forked children read it like one process."""
+    import shutil
+    import subprocess
+
+    import model_compile.analyze as analyze
+    from model_compile.review.gittree import WorkTree, open_repo
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "soft_repo", repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    tree = WorkTree(open_repo(repo))
+    monkeypatch.setenv(workers.ENV, "1")
+    serial = analyze.analyze_tree(tree).model_dump_json()
+    monkeypatch.setenv(workers.ENV, "2")
+    monkeypatch.setattr(analyze, "MIN_RECIPES_PER_JOB", 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    calls: list[int] = []
+    real = workers.map_chunks
+    monkeypatch.setattr(analyze, "map_chunks", lambda fn, chunks, jobs: calls.append(jobs) or real(fn, chunks, jobs))
+    forked = analyze.analyze_tree(WorkTree(open_repo(repo))).model_dump_json()
+    assert calls == [2]
+    assert forked == serial

@@ -154,6 +154,8 @@ class WorkTree:
     """
 
     label = "working tree"
+    # Listed through git once (`files()`, before any fork); read from disk only: a forked child can read it.
+    fork_safe = True
 
     def __init__(self, repo: git.Repo):
         self.repo = repo
