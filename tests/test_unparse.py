@@ -115,3 +115,17 @@ def test_literal_value_matches_literal_eval(src: str) -> None:
     node = ast.parse(src, mode="eval").body
     assert _outcome(literal_value, node) == _outcome(ast.literal_eval, node)
     assert _outcome(literal_of, src) == _outcome(ast.literal_eval, src)
+
+
+@pytest.mark.parametrize(
+    "src", ["model = build(cfg.path)\n", "name = 'é'; model = build(cfg.path)\n", "model = build(\n    'ü', x)\n"]
+)
+def test_segment_is_the_source_text_of_a_node(src: str) -> None:
+    from model_compile.discover.tree import MemoryTree
+    from model_compile.parse.python import PyModule, parse_module
+
+    mod = parse_module(MemoryTree({"m.py": src}), "m.py")
+    assert isinstance(mod, PyModule)
+    call = next(n for n in ast.walk(mod.tree) if isinstance(n, ast.Call))
+    expected = " ".join(part.strip() for part in (ast.get_source_segment(src, call) or "").splitlines())
+    assert mod.segment(call) == expected

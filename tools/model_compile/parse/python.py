@@ -40,6 +40,8 @@ class PyModule:
         if start is None or end is None or not (1 <= start <= end <= len(self.lines)):
             return ""
         c0, c1 = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        if start == end and self.lines[start - 1].isascii():  # offsets are bytes; in ASCII, characters
+            return self.lines[start - 1][c0:c1]
         rows = [ln.encode("utf-8") for ln in self.lines[start - 1 : end]]
         if len(rows) == 1:
             return rows[0][c0:c1].decode("utf-8", "replace")
