@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model_compile.hard.layers import ACCELERATOR_REFUSAL
+from model_compile.parse.python import literal_or
 
 _DEVICE_WORDS = ("cpu", "is_available", "device_count", "accelerator")
 _MAX_BYTES = 2_000_000
@@ -84,10 +85,7 @@ _NO_DEFAULT = object()
 
 
 def _literal(node: ast.expr) -> object:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, RecursionError):
-        return _NO_DEFAULT
+    return literal_or(node, _NO_DEFAULT)
 
 
 def _holds(test: ast.expr, values: dict[str, object]) -> bool:

@@ -48,18 +48,17 @@ class RecipeContext:
     readme: str | None = None
     repo: RepoFacts = field(default_factory=RepoFacts)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
-    _comment_lines: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
-    memo: dict[object, object] = field(default_factory=dict, repr=False)  # what rules derive once per recipe
+    memo: dict[object, object] = field(default_factory=dict, repr=False)  # what is derived once per recipe
 
     def documented(self, kind: str, path: str | None, line: int | None) -> Documentation | None:
         """The `# model-compile: <kind>` comment covering `path:line`, if any."""
         if not path or not line:
             return None
-        if path not in self._comment_lines:
+        key = ("comment_lines", path)
+        if key not in self.memo:
             mod = self.modules.get(path)
-            text = mod.text if mod else self.stage_texts.get(path, "")
-            self._comment_lines[path] = comment_only_lines(text)
-        return documented_at(self.docs, kind, path, line, self._comment_lines[path])
+            self.memo[key] = comment_only_lines(mod.text if mod else self.stage_texts.get(path, ""))
+        return documented_at(self.docs, kind, path, line, self.memo[key])  # type: ignore[arg-type]
 
     def readme_documents(self, kind: str) -> bool:
         """A README Compile section names this kind with a reason."""

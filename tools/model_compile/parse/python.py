@@ -273,6 +273,14 @@ def literal_value(node: ast.AST) -> Any:
     raise ValueError(f"malformed node or string: {node!r}")
 
 
+def literal_or(node: ast.AST, default: Any) -> Any:
+    """`literal_value(node)`, or `default` when the node is no literal (or nests too deep to evaluate)."""
+    try:
+        return literal_value(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return default
+
+
 def literal_of(source: str) -> Any:
     """`ast.literal_eval(source)` for a string (SyntaxError when it does not parse, ValueError when not a literal)."""
     return literal_value(ast.parse(source.lstrip(" \t"), mode="eval").body)

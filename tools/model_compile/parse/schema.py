@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from model_compile.parse.models import FieldFact, SchemaFacts
-from model_compile.parse.python import PyModule, dotted, literal_value, unparse
+from model_compile.parse.python import PyModule, dotted, literal_or, unparse
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
 _NO_DEFAULT = object()
@@ -56,10 +56,7 @@ def _fields(
 
 
 def _literal(node: ast.expr) -> Any:
-    try:
-        return literal_value(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NO_DEFAULT
+    return literal_or(node, _NO_DEFAULT)
 
 
 def _default(stmt: ast.AnnAssign) -> tuple[Any, str | None, ast.expr | None]:

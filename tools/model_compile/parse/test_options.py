@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model_compile.parse.python import literal_or, unparse
+
 WORLD_SIZE = "--world-size"
 CONFIG_NAME = "--config-name"
 CONFIG_OVERRIDE = "--config-override"
@@ -82,13 +84,14 @@ def _is_impact_flag(flag: str) -> bool:
     return any(word in flag for word in ("impact", "perf", "slow", "benchmark"))
 
 
+_NOT_LITERAL = object()
+
+
 def _literal(node: ast.AST | None) -> Any:
     if node is None:
         return None
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return ast.unparse(node)
+    value = literal_or(node, _NOT_LITERAL)
+    return unparse(node) if value is _NOT_LITERAL else value
 
 
 def _read_conftest(path: Path, out: Conventions, root: Path) -> None:
