@@ -217,7 +217,8 @@ class DynamoWatch:
         from model_compile.runtime.dynamo_adapter import _LimitHandler
 
         self.handler = _LimitHandler()
-        logging.getLogger("torch._dynamo").addHandler(self.handler)
+        # Where dynamo logs the limit warning, as RuntimeProbe listens: a handler on the parent logger
+        # too would get every message twice (the child's record propagates to it).
         logging.getLogger("torch._dynamo.convert_frame").addHandler(self.handler)
         self._guards: dict[Any, int] = {}
         self._breaks: dict[str, int] = {}
@@ -253,5 +254,4 @@ class DynamoWatch:
         return {"recompiles": recompiles, "graph_breaks": breaks, "new_graphs": graphs, "limit_hits": limit}
 
     def close(self) -> None:
-        logging.getLogger("torch._dynamo").removeHandler(self.handler)
         logging.getLogger("torch._dynamo.convert_frame").removeHandler(self.handler)
