@@ -164,6 +164,7 @@ def validate_hard(
     for item in overrides or []:
         if "=" not in item:
             raise InputError(f"--config-override {item!r} is not KEY=VALUE")
+    rehearse.check(rehearse.Options(backend=backend, steps=steps))  # --backend, --steps: before any work
     interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-hard-"))
     out_dir.mkdir(parents=True, exist_ok=True)
