@@ -357,6 +357,7 @@ def plan(
         schema_module, _ = module_name((recipe_root / schema.file).resolve(), repo_root)
     scope = recipe.scope
     disabled = sorted({m.split(".", 1)[1] for part in scope.parts for m in part.minus if "." in m})
+    mentioned = _recipe_mentions(recipe_root, PACK_KEYS)  # one read of the recipe's Python
     spec: dict[str, Any] = {
         "repo_root": str(repo_root),
         "recipe_root": str(recipe_root),
@@ -375,8 +376,8 @@ def plan(
         "seed": 0,
         "targets": list(scope.patterns),
         "disabled": disabled,
-        "batch_keys": sorted(_recipe_mentions(recipe_root, PACK_KEYS)),
-        "packed": "pack_segment_ids" in _recipe_mentions(recipe_root, ("pack_segment_ids",)),
+        "batch_keys": sorted(mentioned),
+        "packed": "pack_segment_ids" in mentioned,
         "low_precision": low_precision,
         "out": str(out_dir / "rehearsal.json"),
     }
