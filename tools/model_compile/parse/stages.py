@@ -51,7 +51,8 @@ def interpolation_default(text: str) -> tuple[bool, Any]:
     return True, value if isinstance(value, (str, bool, int, float)) or value is None else raw
 
 
-def _child(mapping: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+def mapping_child(mapping: yaml.Node | None, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """(key node, value node) of `key` in a composed YAML mapping, else None."""
     if not isinstance(mapping, yaml.MappingNode):
         return None
     for k, v in mapping.value:
@@ -62,8 +63,8 @@ def _child(mapping: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
 
 def _read_mesh(root: yaml.Node, facts: StageFacts) -> None:
     """`parallel.mesh.<dim>` integer sizes, statically."""
-    parallel = _child(root, "parallel")
-    mesh = _child(parallel[1], "mesh") if parallel else None
+    parallel = mapping_child(root, "parallel")
+    mesh = mapping_child(parallel[1], "mesh") if parallel else None
     if mesh is None or not isinstance(mesh[1], yaml.MappingNode):
         return
     facts.mesh_line = mesh[0].start_mark.line + 1
@@ -94,10 +95,10 @@ def stage_facts(text: str, path: str, name: str) -> StageFacts:
         return facts
     if root is not None:
         _read_mesh(root, facts)
-    model = _child(root, "model") if root is not None else None
+    model = mapping_child(root, "model") if root is not None else None
     if model is None:
         return facts
-    comp = _child(model[1], "compile")
+    comp = mapping_child(model[1], "compile")
     if comp is None:
         return facts
     facts.has_compile = True

@@ -30,7 +30,7 @@ from model_compile.generate.planning.sharding import sharding_notes
 from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse import test_options
 from model_compile.parse.documentation import parse_comment
-from model_compile.parse.stages import stage_facts
+from model_compile.parse.stages import mapping_child, stage_facts
 from model_compile.vocabulary import BACKENDS, MODES
 
 INTENT = "model-compile: enabled"
@@ -77,15 +77,6 @@ class StagePlan(Plan):
     commands: list[str] = field(default_factory=list)
 
 
-def _child(node: yaml.Node | None, key: str) -> tuple[yaml.ScalarNode, yaml.Node] | None:
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            return k, v
-    return None
-
-
 def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -108,15 +99,15 @@ def set_compile(text: str, values: dict[str, Any], reason: str | None, *, filena
         before = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{filename}: cannot parse YAML ({str(exc).splitlines()[0]})") from exc
-    model = _child(root, "model")
-    compile_ = _child(model[1], "compile") if model else None
+    model = mapping_child(root, "model")
+    compile_ = mapping_child(model[1], "compile") if model else None
     if compile_ is None or not isinstance(compile_[1], yaml.MappingNode) or compile_[1].flow_style:
         raise InputError(f"{filename}: no block `model.compile` mapping to edit")
     lines = text.splitlines(keepends=True)
     block = compile_[1]
     indent = " " * block.value[0][0].start_mark.column if block.value else "  "
     for key, value in values.items():
-        found = _child(block, key)
+        found = mapping_child(block, key)
         new = _scalar(value)
         if found is None:  # a key the block lacks: a line after the block's last line
             last = max(v.end_mark.line if v.end_mark.column else v.end_mark.line - 1 for _, v in block.value)
@@ -135,7 +126,7 @@ def set_compile(text: str, values: dict[str, Any], reason: str | None, *, filena
         quoted = old[:1] in ("'", '"')
         shown = f"{old[0]}{new}{old[0]}" if quoted and not isinstance(value, bool) else new
         lines[row] = line[: v.start_mark.column] + shown + line[v.end_mark.column :]
-    enabled = _child(block, "enabled")
+    enabled = mapping_child(block, "enabled")
     if enabled is not None and "enabled" in values:
         row = enabled[1].start_mark.line
         line = _strip_intent(lines[row])
