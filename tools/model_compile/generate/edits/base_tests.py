@@ -25,6 +25,7 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile import templating
+from model_compile.generate.edits.cst_util import assigned_name
 from model_compile.generate.edits.import_order import insert_import
 from model_compile.parse import test_options
 from model_compile.parse.stages import stage_facts
@@ -166,7 +167,7 @@ class _Fill(cst.CSTTransformer):
             kept: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
             lead: list[cst.EmptyLine] | None = None
             for stmt in body:
-                if _assigned(stmt) in SMOKE_CONSTANTS:
+                if assigned_name(stmt) in SMOKE_CONSTANTS:
                     lead = list(getattr(stmt, "leading_lines", [])) if lead is None else lead
                     continue
                 if lead is not None and isinstance(stmt, cst.SimpleStatementLine):
@@ -179,7 +180,7 @@ class _Fill(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        name = _assigned(updated)
+        name = assigned_name(updated)
         if name in self.values and not self.in_smoke:
             stmt = updated.body[0]
             value = cst.parse_expression(self.values[name])
@@ -245,17 +246,6 @@ def _docstring(stmt: cst.CSTNode) -> str | None:
         value = stmt.body[0].value
         if isinstance(value, cst.SimpleString) and value.value.startswith(('"""', "'''")):
             return value.value[3:-3]
-    return None
-
-
-def _assigned(stmt: cst.CSTNode) -> str | None:
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return None
-    inner = stmt.body[0]
-    if isinstance(inner, cst.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0].target, cst.Name):
-        return inner.targets[0].target.value
-    if isinstance(inner, cst.AnnAssign) and isinstance(inner.target, cst.Name):
-        return inner.target.value
     return None
 
 
