@@ -20,7 +20,7 @@ import yaml
 
 from model_compile.hard.preflight import import_name
 from model_compile.runtime.batches import PACK_KEYS
-from model_compile.runtime.tiny_models import FAMILIES, MODEL_TYPES
+from model_compile.runtime.tiny_models import FAMILIES
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
@@ -60,7 +60,6 @@ class NotPlanned(Exception):
 class Plan:
     stage: str
     stage_reason: str
-    config_file: Path
     family: str | None
     family_source: str
     backend: str
@@ -145,7 +144,7 @@ def _read_config_json(path: Path) -> dict[str, Any]:
 
 def _family_of_config(data: dict[str, Any], where: str) -> str:
     model_type = str(data.get("model_type") or "")
-    family = MODEL_TYPES.get(model_type)
+    family = model_type if model_type in FAMILIES else None  # a family is named by its config.json model_type
     if family is None:
         raise NotPlanned(
             f"architecture {model_type or '(no model_type)'} of {where} has no tiny family here "
@@ -381,4 +380,4 @@ def plan(
         "low_precision": low_precision,
         "out": str(out_dir / "rehearsal.json"),
     }
-    return Plan(name, stage_reason, config_file, family, family_source, chosen, why, mode, overrides, spec, notes)
+    return Plan(name, stage_reason, family, family_source, chosen, why, mode, overrides, spec, notes)

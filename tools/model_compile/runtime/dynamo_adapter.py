@@ -68,14 +68,6 @@ def recompile_limit() -> int | None:
     return getattr(cfg, "recompile_limit", getattr(cfg, "cache_size_limit", None))
 
 
-def set_recompile_limit(limit: int) -> None:
-    cfg = torch._dynamo.config
-    if hasattr(cfg, "recompile_limit"):
-        cfg.recompile_limit = limit
-    else:  # torch < 2.6
-        cfg.cache_size_limit = limit
-
-
 def device_info() -> dict[str, Any]:
     """Device type, count and name of the accelerator this process can use."""
     if torch.cuda.is_available():

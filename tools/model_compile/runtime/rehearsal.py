@@ -324,7 +324,6 @@ def _same_weights(eager: Any, compiled: Any, result: Result) -> None:
 def _step(
     spec: dict[str, Any],
     i: int,
-    shape: Any,
     batch: dict[str, Any],
     runner: StepRunner,
     eager: Any,
@@ -397,7 +396,7 @@ def _steps(spec: dict[str, Any], engine: Any, eager: Any, compiled: Any, result:
     try:
         for i, shape in enumerate(shapes):
             batch = make_batch(kind, config, shape, seed=1000 + i, keys=keys)
-            row = _step(spec, i, shape, batch, runner, eager, compiled, watch, shape.describe(kind, merge))
+            row = _step(spec, i, batch, runner, eager, compiled, watch, shape.describe(kind, merge))
             steps.append(row)
             result.flush()
             if "error" in row:
@@ -421,10 +420,6 @@ def rehearse(spec: dict[str, Any], result: Result) -> None:
     for path in reversed(spec.get("sys_path", [])):
         if path not in sys.path:
             sys.path.insert(0, path)
-    if spec.get("recompile_limit"):
-        from model_compile.runtime.dynamo_adapter import set_recompile_limit
-
-        set_recompile_limit(int(spec["recompile_limit"]))
     from model_compile.runtime.dynamo_adapter import device_info
 
     result.data.update(torch=torch.__version__, repo_root=spec["repo_root"], device=device_info())

@@ -31,7 +31,6 @@ class StepRunner:
 
     def __init__(self, engine: Any, spec: dict[str, Any]) -> None:
         self.engine = engine
-        self.spec = spec
         self.path = "model"
         self.pre_step = False
         self.notes: list[str] = []

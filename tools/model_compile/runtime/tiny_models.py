@@ -128,14 +128,6 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
         },
     ),
 }
-# model_type in a config.json -> family
-MODEL_TYPES = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3": "qwen3",
-    "vit": "vit",
-}
 # structural choices a real config makes that the tiny model keeps (top level, text, vision)
 _KEEP_TOP = ("tie_word_embeddings", "num_labels")
 _KEEP_VISION = ("spatial_merge_size", "temporal_patch_size")
