@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.preflight import import_name
+from model_compile.hard.stageplan import hub_cache, stage_files
 from model_compile.runtime.batches import PACK_KEYS
 from model_compile.runtime.tiny_models import FAMILIES
 
@@ -93,7 +94,7 @@ def choose_stage(
     recipe: RecipeReport, recipe_root: Path, asked: str | None, conftest_default: str | None
 ) -> tuple[str, str]:
     """(stage, why): the one asked for, else the first that enables compile, else the tests' default, else the first."""
-    stages = sorted(p.stem for p in (recipe_root / "configs").glob("*.yaml"))
+    stages = sorted(stage_files(recipe_root))
     if asked:
         if asked not in stages:
             raise NotPlanned(f"no configs/{asked}.yaml (stages: {', '.join(stages) or 'none'})")
@@ -124,10 +125,7 @@ def family_from_name(name: str) -> str | None:
 
 def _hub_config(name: str) -> Path | None:
     """config.json of a hub id in the local Hugging Face cache (read statically), if one is there."""
-    home = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub"
-    )
-    folder = Path(home) / ("models--" + name.replace("/", "--")) / "snapshots"
+    folder = hub_cache() / ("models--" + name.replace("/", "--")) / "snapshots"
     found = sorted(folder.glob("*/config.json")) if folder.is_dir() else []
     return found[-1] if found else None
 
@@ -268,7 +266,7 @@ def plan(
     if ledger is None:
         raise NotPlanned("no engine class with prepare_model() was found")
     name, stage_reason = choose_stage(recipe, recipe_root, stage, conftest_default)
-    config_file = recipe_root / "configs" / f"{name}.yaml"
+    config_file = stage_files(recipe_root)[name]
     data = load_stage(config_file)
     paths = dict(_walk(data))
     notes: list[str] = []

@@ -81,7 +81,8 @@ def world_size_for(mesh: dict[str, int], default: int | None, devices: int) -> t
     return size, f"parallel.mesh ({dims}; -1 fills: {base} rounded up to a multiple of {product})"
 
 
-def _hub_cache() -> Path:
+def hub_cache() -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub finds it (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME)."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"])
     if os.environ.get("HF_HOME"):
@@ -152,7 +153,7 @@ def prerequisites(recipe_root: Path, repo_root: Path, stage: str) -> list[str]:
             if _is_local(value) or value.count("/") != 1:
                 out.append(f"{key} = {value} ({rel}): no such folder here (a local path, not a hub id)")
                 continue
-            cache = _hub_cache() / ("models--" + value.replace("/", "--"))
+            cache = hub_cache() / ("models--" + value.replace("/", "--"))
             if not cache.is_dir():
                 out.append(f"{key} = {value} ({rel}): hub id not in the local Hugging Face cache ({cache.parent})")
             continue
