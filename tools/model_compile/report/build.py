@@ -196,10 +196,9 @@ def _validation_line(report: ReviewReport) -> str:
     return "soft (static); `--hard`: no runtime layer ran (no recipe in scope compiles, or hard validation was refused)"
 
 
-def as_untouched(report: ReviewReport, diff: DiffReport, path: str, note: str) -> ReviewReport:
-    """A whole-tree report of a recipe given explicitly, set in the change that does not touch it:
-    the change's base and head, every finding `existing`, the recipe marked `untouched`."""
-    report.scope = Scope(
+def _change_scope(diff: DiffReport, path: str, recipes: list[str], notes: list[str]) -> Scope:
+    """The scope of a change review: the diff's base and head, kit changes and changed-file count."""
+    return Scope(
         kind="change",
         path=path,
         base=_rev(diff.base),
@@ -207,9 +206,15 @@ def as_untouched(report: ReviewReport, diff: DiffReport, path: str, note: str) -
         kit_changed=diff.kit_changed,
         kit_changes=list(diff.kit_changes),
         changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
-        recipes=list(report.scope.recipes),
-        notes=[*diff.notes, note, *report.scope.notes],
+        recipes=recipes,
+        notes=notes,
     )
+
+
+def as_untouched(report: ReviewReport, diff: DiffReport, path: str, note: str) -> ReviewReport:
+    """A whole-tree report of a recipe given explicitly, set in the change that does not touch it:
+    the change's base and head, every finding `existing`, the recipe marked `untouched`."""
+    report.scope = _change_scope(diff, path, list(report.scope.recipes), [*diff.notes, note, *report.scope.notes])
     for f in report.all_findings():
         f.status = "existing"
     for r in report.recipes:
@@ -269,17 +274,7 @@ def build_change(
     hard = hard or {}
     hard_notes = hard_notes or {}
     diffs = [d for d in diff.recipes if only is None or d.name in only]
-    scope = Scope(
-        kind="change",
-        path=path,
-        base=_rev(diff.base),
-        head=_rev(diff.head),
-        kit_changed=diff.kit_changed,
-        kit_changes=list(diff.kit_changes),
-        changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
-        recipes=[d.name for d in diffs],
-        notes=list(diff.notes),
-    )
+    scope = _change_scope(diff, path, [d.name for d in diffs], list(diff.notes))
     current = [to_report_finding(f, "new") for f in diff.new] + [
         to_report_finding(f, "existing") for f in diff.unchanged
     ]
