@@ -155,7 +155,8 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
                     name=spec.name,
                     status="not-run",
                     where="-",
-                    command=commands[0],
+                    # As read_hard's rows: with several commands, `command` heads the list the renderers print.
+                    command=commands[0] if len(commands) == 1 else "one command per stage:",
                     commands=commands if len(commands) > 1 else [],
                     prerequisites=prereqs,
                 )
