@@ -55,7 +55,7 @@ nodes = [p for pat in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/davinci[0-9]*", "/
          for p in glob.glob(pat)]
 if not found("torch"):
     out["torch_error"] = "ModuleNotFoundError: No module named 'torch'"
-elif not nodes and not spec.get("import_torch"):
+elif not nodes:
     out["torch"] = version("torch") or "unknown version"
     try:  # torch/version.py holds the full version (with its build tag, e.g. +cu130): read, not imported
         import re
