@@ -90,6 +90,14 @@ def build(out_dir: Path) -> Path:
     return root
 
 
+def on_path(env: dict[str, str], probe_dir: Path) -> dict[str, str]:
+    """`env` with the probe folder first on PYTHONPATH (unchanged when it is first already)."""
+    current = env.get("PYTHONPATH", "")
+    if current.split(os.pathsep)[0] == str(probe_dir):
+        return env
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(probe_dir), current) if p)}
+
+
 def used_by(recipe_root: Path) -> bool:
     """Whether the recipe's tests import `model_compile.runtime`, the one package the probe provides."""
     for path in (recipe_root / "tests").rglob("*.py"):

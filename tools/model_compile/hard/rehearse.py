@@ -6,7 +6,6 @@ structure test) and alone by `model-compile rehearse RECIPE`.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,16 +98,9 @@ def execute(
     return facts, cmd
 
 
-def child_env_with_probe(
-    env: dict[str, str], model_compile_file: str | None, out_dir: Path
-) -> tuple[dict[str, str], Path | None]:
+def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:
     """The child must import `model_compile.runtime.rehearsal`: put the probe first unless it already imports ours."""
-    if not probe.needed(model_compile_file):
-        return env, None
-    probe_dir = probe.build(out_dir)
-    out = dict(env)
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(probe_dir), env.get("PYTHONPATH", "")) if p)
-    return out, probe_dir
+    return probe.on_path(env, probe.build(out_dir)) if probe.needed(model_compile_file) else env
 
 
 def layer(
@@ -123,7 +115,7 @@ def layer(
     options: Options,
 ) -> tuple[LayerResult, RehearsalFacts]:
     """The rehearsal layer of --hard."""
-    child_env, _ = child_env_with_probe(env, model_compile_file, out_dir)
+    child_env = child_env_with_probe(env, model_compile_file, out_dir)
     facts, cmd = execute(
         recipe,
         recipe_root,
@@ -159,7 +151,7 @@ def standalone(
         return facts, environment, f"model-compile rehearse {recipe_root}"
     report = analyze_path(recipe_root, recipe=None)
     recipe = report.recipes[0] if report.recipes else None
-    child_env, _ = child_env_with_probe(env, pre.model_compile_file, out_dir)
+    child_env = child_env_with_probe(env, pre.model_compile_file, out_dir)
     facts, cmd = execute(
         recipe, recipe_root, repo_root, interp, child_env, environment, out_dir, options, python_flag(interp)
     )

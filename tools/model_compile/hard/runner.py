@@ -174,7 +174,7 @@ def validate_hard(
     probe_dir = None
     if check.ok and probe.needed(check.model_compile_file) and probe.used_by(recipe_root):
         probe_dir = probe.build(out_dir)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(probe_dir), env.get("PYTHONPATH", "")) if p)
+        env = probe.on_path(env, probe_dir)
     label = environment.label
     kind = "cpu-only runtime checks" if environment.cpu_only else "runtime compile validation"
     report = HardReport(
