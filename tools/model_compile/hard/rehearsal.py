@@ -31,7 +31,7 @@ from model_compile.hard.interpreter import Interpreter
 from model_compile.hard.models import GraphBreakSite, LayerResult, RehearsalFacts, RehearsalStep
 from model_compile.hard.rehearsal_plan import Plan
 from model_compile.hard.rehearsal_render import readable_guard
-from model_compile.hard.trace import records
+from model_compile.hard.trace import LOG_GLOB, break_parts, records
 
 LIMITS = (
     "a tiny model cannot show: kernel speed, real-size memory, flash-attention varlen kernels, "
@@ -111,8 +111,7 @@ def run(
     except (OSError, ValueError):
         record = {}
     interpret(facts, record, res, timeout_s)
-    facts.graph_break_sites = read_break_sites(out_dir / "trace", Path(plan.spec["repo_root"]))
-    facts.trace_compile_s = trace_compile_seconds(out_dir / "trace")
+    facts.graph_break_sites, facts.trace_compile_s = read_trace(out_dir / "trace", Path(plan.spec["repo_root"]))
     judge(facts)
     return facts
 
@@ -262,34 +261,29 @@ def judge(facts: RehearsalFacts) -> None:
         facts.problems = problems
 
 
-def read_break_sites(trace_dir: Path, repo_root: Path) -> list[GraphBreakSite]:
-    """Graph-break sites from the child's TORCH_TRACE: user code relative to the repo, library frames named."""
+def read_trace(trace_dir: Path, repo_root: Path) -> tuple[list[GraphBreakSite], float | None]:
+    """From the child's TORCH_TRACE, in one pass: graph-break sites (user code relative to the repo, library
+    frames named) and the seconds dynamo spent compiling frames (None when no frame was compiled)."""
     counts: dict[tuple[str, str], int] = {}
-    logs = sorted(trace_dir.glob("dedicated_log_torch_trace_*.log")) if trace_dir.is_dir() else []
+    seconds, seen = 0.0, False
+    logs = sorted(trace_dir.glob(LOG_GLOB)) if trace_dir.is_dir() else []
     for log in logs:
         for _pid, rec, payload in records(log):
+            metrics = rec.get("compilation_metrics")
+            if isinstance(metrics, dict) and isinstance(metrics.get("entire_frame_compile_time_s"), (int, float)):
+                seconds += float(metrics["entire_frame_compile_time_s"])
+                seen = True
             if (rec.get("artifact") or {}).get("name") != "dynamo_graph_break_reason":
                 continue
-            lines = [ln.strip() for ln in payload.splitlines()]
-            where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break in user code at ")), "")
+            lines, where, headline, _ = break_parts(payload)
             if not where:  # e.g. "WON'T CONVERT <frame> <file> line <n>": a frame dynamo skipped
                 m = re.search(r"(\S+\.py)\s+line\s+(\d+)", payload)
                 where = f"{m.group(1)}:{m.group(2)}" if m else "(no user frame)"
-            reason = _reason(lines)
-            counts[(site_name(where, repo_root), reason)] = counts.get((site_name(where, repo_root), reason), 0) + 1
+            key = (site_name(where, repo_root), (headline or (lines[0] if lines else "?"))[:200])
+            counts[key] = counts.get(key, 0) + 1
     sites = [GraphBreakSite(site=s, reason=r, count=n) for (s, r), n in counts.items()]
-    return sorted(sites, key=lambda g: (g.site.startswith("library"), -g.count, g.site))
-
-
-def _reason(lines: list[str]) -> str:
-    for i, ln in enumerate(lines):
-        if ln.startswith("Graph Break Reason:"):
-            rest = ln.split(":", 1)[1].strip()
-            if rest and not rest.startswith("Encountered graph break"):
-                return rest[:200]
-            nxt = next((x for x in lines[i + 1 :] if x), "")
-            return nxt[:200]
-    return (lines[0] if lines else "?")[:200]
+    sites.sort(key=lambda g: (g.site.startswith("library"), -g.count, g.site))
+    return sites, (round(seconds, 2) if seen else None)
 
 
 def site_name(where: str, repo_root: Path) -> str:
@@ -307,19 +301,6 @@ def site_name(where: str, repo_root: Path) -> str:
         if marker in path:
             return f"library {path.split(marker, 1)[1]}:{line}"
     return f"library {path}:{line}"
-
-
-def trace_compile_seconds(trace_dir: Path) -> float | None:
-    total = 0.0
-    seen = False
-    logs = sorted(trace_dir.glob("dedicated_log_torch_trace_*.log")) if trace_dir.is_dir() else []
-    for log in logs:
-        for _pid, rec, _payload in records(log):
-            metrics = rec.get("compilation_metrics")
-            if isinstance(metrics, dict) and isinstance(metrics.get("entire_frame_compile_time_s"), (int, float)):
-                total += float(metrics["entire_frame_compile_time_s"])
-                seen = True
-    return round(total, 2) if seen else None
 
 
 def not_run(reason: str, label: str) -> RehearsalFacts:

@@ -65,8 +65,10 @@ def records(path: Path) -> Iterator[tuple[str, dict[str, Any], str]]:
         yield pid, current, "\n".join(payload)
 
 
-def _break_summary(payload: str) -> str:
-    """'file:line: headline - explanation' from a dynamo_graph_break_reason payload."""
+def break_parts(payload: str) -> tuple[list[str], str, str, str]:
+    """(stripped lines, 'file:line' of the user frame or '', headline, explanation) of a dynamo_graph_break_reason
+    payload. The headline is what follows "Graph Break Reason:", or the next non-empty line when that says only
+    "Encountered graph break"."""
     lines = [ln.strip() for ln in payload.splitlines()]
     where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break in user code at ")), "")
     headline = explanation = ""
@@ -75,7 +77,7 @@ def _break_summary(payload: str) -> str:
         if ln.startswith("Graph Break Reason:"):
             after = True
             rest = ln.split(":", 1)[1].strip()
-            if rest and not rest.startswith("Encountered graph break"):
+            if rest and not rest.startswith("Encountered graph break") and not headline:
                 headline = rest
             continue
         if after and ln and not headline:
@@ -83,6 +85,12 @@ def _break_summary(payload: str) -> str:
         elif after and ln.startswith("Explanation:"):
             explanation = ln.split(":", 1)[1].strip()
             break
+    return lines, where, headline, explanation
+
+
+def _break_summary(payload: str) -> str:
+    """'file:line: headline - explanation' from a dynamo_graph_break_reason payload."""
+    lines, where, headline, explanation = break_parts(payload)
     text = headline + (f" - {explanation}" if explanation else "")
     where = where.rsplit("/", 1)[-1] if where else "?"
     return f"{where}: {text or (lines[0] if lines else '?')}"[:300]
