@@ -83,9 +83,16 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+def _is_intent_line(line: str) -> bool:
+    """A comment line that is an intent note (`# model-compile: enabled - ...`), read as the soft review reads it."""
+    text = line.strip()
+    parsed = parse_comment(text.lstrip("#").strip()) if text.startswith("#") else None
+    return parsed is not None and parsed[0] == "enabled"
+
+
 def _strip_intent(line: str) -> str:
     """The line without our `# model-compile: enabled - ...` comment (other comments stay)."""
-    m = re.search(r"\s+#\s*model-compile:\s*enabled\b.*$", line.rstrip("\r\n"))
+    m = re.search(r"\s+#\s*model-compile:\s*enabled\b.*$", line.rstrip("\r\n"), re.IGNORECASE)
     if not m:
         return line
     end = line[len(line.rstrip("\r\n")) :]
@@ -135,9 +142,7 @@ def set_compile(text: str, values: dict[str, Any], reason: str | None, *, filena
             note = f"# {INTENT} - {reason}"
             if "#" in body[enabled[1].end_mark.column :]:  # a comment of its own: the note goes on the line above
                 col = enabled[0].start_mark.column
-                above = lines[row - 1] if row else ""
-                parsed = parse_comment(above.strip().lstrip("#").strip()) if above.strip().startswith("#") else None
-                if parsed and parsed[0] == "enabled":
+                if row and _is_intent_line(lines[row - 1]):
                     lines[row - 1] = " " * col + note + eol
                 else:
                     lines.insert(row, " " * col + note + eol)
@@ -147,8 +152,7 @@ def set_compile(text: str, values: dict[str, Any], reason: str | None, *, filena
                 lines[row] = f"{body}  {note}{eol or chr(10)}"
         else:
             lines[row] = line
-            above = lines[row - 1] if row else ""
-            if above.strip().startswith("#") and INTENT in above:
+            if row and _is_intent_line(lines[row - 1]):
                 del lines[row - 1]
     new_text = "".join(lines)
     _verify(before, new_text, values, filename)
