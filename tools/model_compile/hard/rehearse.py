@@ -6,6 +6,7 @@ structure test) and alone by `model-compile rehearse RECIPE`.
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,12 @@ def check(options: Options) -> None:
 def python_flag(interp: interpreter.Interpreter) -> str | None:
     """The `--python` a printed command needs: none when the tool's own interpreter runs the recipe."""
     return interp.path if interp.source != "tool" else None
+
+
+def base_command(recipe_root: Path, interp: interpreter.Interpreter) -> str:
+    """`model-compile rehearse RECIPE [--python P]`: the rehearsal of a recipe as a report lists it before it ran."""
+    flag = python_flag(interp)
+    return shlex.join(["model-compile", "rehearse", str(recipe_root), *(["--python", flag] if flag else [])])
 
 
 def label_of(environment: Environment) -> str:

@@ -120,9 +120,7 @@ def _rehearsal_spec(
         report.rehearsal = facts
         return layer
 
-    flag = rehearse.python_flag(interp)
-    python_flag = f" --python {shlex.quote(flag)}" if flag else ""
-    command = f"model-compile rehearse {shlex.quote(str(recipe_root))}{python_flag}"
+    command = rehearse.base_command(recipe_root, interp)
     return layers.LayerSpec("rehearsal", Path("-"), runner=run, command=command, required=False)
 
 

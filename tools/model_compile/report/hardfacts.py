@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.discover.recipes import repo_root_of
-from model_compile.hard import interpreter
+from model_compile.hard import interpreter, rehearse
 from model_compile.hard.layers import plan
 from model_compile.hard.pipeline import in_repo, pytest_command
 from model_compile.hard.stageplan import labelled_prerequisites
@@ -139,8 +139,7 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
     rows: list[LayerRow] = []
     for spec in plan(recipe_root, None, None, [], compile_path, conv, 0, repo_root):
         if spec.name == "smoke" and compile_path not in (None, "none"):
-            flag = f" --python {shlex.quote(interp.path)}" if interp.source != "tool" else ""
-            command = f"model-compile rehearse {shlex.quote(str(recipe_root))}{flag}"
+            command = rehearse.base_command(recipe_root, interp)
             rows.append(LayerRow(name="rehearsal", status="not-run", where="-", command=command))
         test = recipe_root / spec.test_file
         rel = os.path.relpath(test, repo_root)
