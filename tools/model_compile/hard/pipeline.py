@@ -120,6 +120,8 @@ def not_run(spec: LayerSpec, ctx: Context, reason: str, next_step: str | None = 
         return missing
     layer = _base(spec, ctx, "not-run")
     layer.reason = reason
+    if next_step is None and spec.needs_accelerator and ctx.cpu_only:
+        next_step = accelerator_command(spec, ctx)  # this machine would be refused: the step is on one with GPUs/NPUs
     layer.next_step = next_step or in_repo(ctx.repo_root, layer.command or "")
     return layer
 
