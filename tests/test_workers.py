@@ -69,6 +69,44 @@ def test_a_child_that_dies_has_its_chunks_redone_here(tmp_path: Path) -> None:
     assert {pid for _, pid in out} == {PARENT}, "every chunk a dead child claimed was redone here"
 
 
+def test_results_a_child_sent_before_dying_are_kept(tmp_path: Path) -> None:
+    """Each chunk's results are sent when done: a child killed on its second chunk loses only that one."""
+
+    def fn(chunk):
+        if os.getpid() == PARENT:
+            deadline = time.monotonic() + 20
+            while not (tmp_path / "second").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        elif (tmp_path / "first").exists():
+            (tmp_path / "second").touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        else:
+            (tmp_path / "first").touch()
+        return [(x, os.getpid()) for x in chunk]
+
+    out = workers.map_chunks(fn, workers.split(list(range(12)), 6), 2)
+    assert [x for x, _ in out] == list(range(12))
+    by_child = [x for x, pid in out if pid != PARENT]
+    assert len(by_child) == 2, f"the child's first chunk came back from it: {out}"
+
+
+def test_results_larger_than_the_pipe_arrive_whole(tmp_path: Path) -> None:
+    """Messages span many reads: each chunk sends a few MiB, more than the pipe holds."""
+    big = workers.PIPE_BYTES * 3
+
+    def fn(chunk):
+        if os.getpid() == PARENT:
+            _wait_for_a_child(tmp_path / "m")
+        else:
+            (tmp_path / "m").touch()
+        return [(x, os.getpid(), str(x) * big) for x in chunk]
+
+    out = workers.map_chunks(fn, workers.split(list(range(6)), 6), 2)
+    assert [x for x, _, _ in out] == list(range(6))
+    assert all(text == str(x) * big for x, _, text in out)
+    assert {pid for _, pid, _ in out} - {PARENT}, "a child sent some of them"
+
+
 def test_chunks_per_process_and_their_limit() -> None:
     assert workers.chunk_count(615, 1) == 1
     assert workers.chunk_count(615, 2) == 2 * workers.CHUNKS_PER_JOB

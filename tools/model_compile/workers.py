@@ -2,8 +2,9 @@
 
 Soft validation of a large repository is CPU-bound pure Python, one recipe
 independent of the next. This process and its forked children claim chunks
-of the work one by one from a shared pipe, and each child sends its results
-back pickled through a pipe of its own. Forking shares everything already
+of the work one by one from a shared pipe, and each child sends each
+chunk's results back pickled, through a pipe of its own, as soon as they are
+done. Forking shares everything already
 built (the file listing, the kit facts, the imported rules) without pickling
 it.
 
@@ -83,6 +84,9 @@ def map_chunks(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], 
 
     Every process claims the next chunk by reading its index from a shared pipe
     until the pipe is empty, so a process on a busy processor simply claims fewer.
+    A child sends each chunk's results as soon as they are done, and this
+    process takes them in between its own chunks: encoding and decoding
+    results overlap with the work instead of following it.
     """
     if jobs <= 1 or len(chunks) <= 1:
         return [r for chunk in chunks for r in fn(chunk)]
@@ -96,76 +100,147 @@ def map_chunks(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], 
     claims_r, claims_w = os.pipe()
     os.write(claims_w, bytes(range(len(chunks))))  # far below a pipe's buffer: never blocks
     os.close(claims_w)  # once the indices are read, the next read sees the end: no more work
-    children: list[tuple[int, int]] = []  # (pid, read end), not yet collected
+    inboxes: list[_Inbox] = []  # children not yet collected
+    done: dict[int, list[R]] = {}
     try:
         for _ in range(jobs - 1):
-            children.append(_fork(fn, chunks, claims_r))
-        done = _claim_and_run(fn, chunks, claims_r)
-        while children:
-            pid, fd = children.pop(0)
-            done.update(_collect(pid, fd))
+            inboxes.append(_fork(fn, chunks, claims_r))
+        while True:
+            index = os.read(claims_r, 1)  # one byte: atomic between the processes sharing the pipe
+            if not index:
+                break
+            done[index[0]] = fn(chunks[index[0]])
+            for inbox in inboxes:
+                inbox.take(done, wait=False)
+        while inboxes:
+            inboxes[0].take(done, wait=True)
+            inboxes.pop(0).reap()
         for i, chunk in enumerate(chunks):  # claimed by a child that died: redo here
             if i not in done:
                 done[i] = fn(chunk)
         return [r for i in range(len(chunks)) for r in done[i]]
     finally:
         _close(claims_r)
-        for pid, fd in children:  # only after an exception: stop the children not yet collected
-            _close(fd)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+        for inbox in inboxes:  # only after an exception: stop the children not yet collected
+            inbox.kill()
 
 
-def _claim_and_run(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claims: int) -> dict[int, list[R]]:
-    done: dict[int, list[R]] = {}
-    while True:
-        index = os.read(claims, 1)  # one byte: atomic between the processes sharing the pipe
-        if not index:
-            return done
-        done[index[0]] = fn(chunks[index[0]])
+_HEADER = 8  # bytes of a message's length, before the message
 
 
-def _fork(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claims: int) -> tuple[int, int]:
+def _fork(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claims: int) -> _Inbox:
+    import fcntl  # Linux only, as forking is
+
     read_fd, write_fd = os.pipe()
+    try:  # room for a few chunks' results, so a child seldom waits for this process to read them
+        fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (AttributeError, OSError):
+        pass
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
         try:
             os.close(read_fd)
-            try:
-                payload = pickle.dumps(("ok", _claim_and_run(fn, chunks, claims)), protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException as exc:  # noqa: BLE001 - sent to the parent, raised there
-                try:
-                    payload = pickle.dumps(("error", exc), protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception:  # noqa: BLE001 - an exception that does not pickle: the parent redoes the chunks
-                    payload = b""
-            with os.fdopen(write_fd, "wb") as out:
-                out.write(payload)
+            _serve(fn, chunks, claims, write_fd)
         except BaseException:  # noqa: BLE001 - nothing may escape a forked child
             code = 1
         finally:
             os._exit(code)
     os.close(write_fd)
-    return pid, read_fd
+    return _Inbox(pid, read_fd)
 
 
-def _collect(pid: int, fd: int) -> dict[int, list[R]]:
-    """The chunks a child finished ({} when it died or could not send them); its exception raised here."""
-    with os.fdopen(fd, "rb") as stream:
-        payload = stream.read()
-    os.waitpid(pid, 0)
-    try:
-        status, value = pickle.loads(payload) if payload else (None, None)
-    except Exception:  # noqa: BLE001 - a truncated payload: its chunks are redone here
-        status, value = None, None
-    if status == "ok" and isinstance(value, dict):
-        return value
-    if status == "error" and isinstance(value, BaseException):
-        raise value
-    return {}
+PIPE_BYTES = 1 << 20
+
+
+def _serve(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claims: int, out: int) -> None:
+    """In a child: claim chunks and send each one's results, or the exception it raised, then stop."""
+    while True:
+        index = os.read(claims, 1)
+        if not index:
+            return
+        i = index[0]
+        try:
+            message = pickle.dumps(("ok", i, fn(chunks[i])), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # noqa: BLE001 - sent to the parent, raised there
+            try:
+                message = pickle.dumps(("error", i, exc), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001 - an exception that does not pickle: the parent redoes the chunk
+                return
+            _send(out, message)
+            return
+        _send(out, message)
+
+
+def _send(fd: int, message: bytes) -> None:
+    view = memoryview(len(message).to_bytes(_HEADER, "little") + message)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class _Inbox:
+    """The results a child sends, read as they arrive: length-prefixed pickles of (status, chunk, value)."""
+
+    def __init__(self, pid: int, fd: int):
+        self.pid = pid
+        self.fd = fd
+        self.buffer = bytearray()
+        self.open = True
+        os.set_blocking(fd, False)
+
+    def take(self, done: dict[int, list[R]], wait: bool) -> None:
+        """Decode every whole message that has arrived into `done` (wait: until the child closes its end).
+
+        A child's exception is raised here; a message cut short by a child
+        that died is dropped, and its chunk is redone by the caller.
+        """
+        if wait and self.open:
+            os.set_blocking(self.fd, True)
+        while self.open:
+            try:
+                data = os.read(self.fd, PIPE_BYTES)
+            except BlockingIOError:
+                break
+            if not data:
+                self.open = False
+                break
+            self.buffer += data
+            self._decode(done)
+            if not wait:
+                break  # read again between the next chunks: this process has its own to do
+        self._decode(done)
+
+    def _decode(self, done: dict[int, list[R]]) -> None:
+        buffer = self.buffer
+        start = 0
+        while len(buffer) - start >= _HEADER:
+            size = int.from_bytes(buffer[start : start + _HEADER], "little")
+            end = start + _HEADER + size
+            if len(buffer) < end:
+                break
+            try:
+                status, index, value = pickle.loads(buffer[start + _HEADER : end])
+            except Exception:  # noqa: BLE001 - a message that does not decode: its chunk is redone
+                status = None
+            start = end
+            if status == "ok" and isinstance(value, list):
+                done[index] = value
+            elif status == "error" and isinstance(value, BaseException):
+                del buffer[:start]
+                raise value
+        del buffer[:start]
+
+    def reap(self) -> None:
+        _close(self.fd)
+        os.waitpid(self.pid, 0)
+
+    def kill(self) -> None:
+        _close(self.fd)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
 
 
 def _close(fd: int) -> None:
