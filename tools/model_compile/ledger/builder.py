@@ -38,6 +38,7 @@ from model_compile.ledger.models import Branch, Event, EventKind, Ledger
 from model_compile.parse.python import PyModule, dotted, unparse
 
 MAX_DEPTH = 4
+_ASSIGNS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign})
 FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
 if sys.version_info >= (3, 11):  # `try: ... except* ...`
     _TRY_NODES = (ast.Try, ast.TryStar)
@@ -127,6 +128,15 @@ class LedgerBuilder:
 
     def _stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> Literal["return"] | _Rest | None:
         """Walk one statement: "return" when it always ends the block, a test the rest runs under, else None."""
+        kind = type(stmt)
+        if kind in _ASSIGNS:  # the commonest statements first, by exact type
+            self._assign(stmt, frame, ctx)  # type: ignore[arg-type]
+            return None
+        if kind is ast.Expr:
+            self._expr(stmt.value, frame, ctx)  # type: ignore[attr-defined]
+            return None
+        if kind is ast.If:
+            return self._if(stmt, frame, ctx)  # type: ignore[arg-type]
         if isinstance(stmt, (ast.Return, ast.Raise)):
             value = stmt.value if isinstance(stmt, ast.Return) else stmt.exc
             if value is not None:
@@ -138,8 +148,6 @@ class LedgerBuilder:
                 if ctx.depth == 0 and stmt.value is not None:
                     self._event("return", stmt, frame, ctx, call=frame.module.segment(stmt), target_expr=stmt.value)
             return "return"
-        if isinstance(stmt, ast.If):
-            return self._if(stmt, frame, ctx)
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             self._expr(stmt.iter, frame, ctx)
             loop_ctx = ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="loop"),))
@@ -180,12 +188,6 @@ class LedgerBuilder:
                     frame,
                     ctx.but(branches=ctx.branches + (Branch(node=f"{frame.module.path}:{stmt.lineno}", arm="else"),)),
                 )
-            return None
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            self._assign(stmt, frame, ctx)
-            return None
-        if isinstance(stmt, ast.Expr):
-            self._expr(stmt.value, frame, ctx)
             return None
         if isinstance(stmt, FunctionDef):
             for dec in stmt.decorator_list:
@@ -420,8 +422,13 @@ def _looks_like_function(expr: ast.expr) -> bool:
     return False
 
 
-# Nodes with no call beneath them.
-_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+# Nodes with no call beneath them, by exact type (parsed trees hold no subclasses of these).
+_LEAVES = frozenset(
+    {ast.Name, ast.Constant}
+    | {c for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop) for c in base.__subclasses__()}
+)
+_SCOPES = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 
 
 def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
@@ -434,22 +441,25 @@ def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
 
 def _visit_calls(node: ast.AST, used: bool, out: list[tuple[ast.Call, bool]]) -> None:
     """A module-level function, not a closure: a closure that calls itself is a reference cycle."""
-    while isinstance(node, ast.Attribute):  # `a.b.c`: only the innermost value can hold a call
-        node = node.value
-    if isinstance(node, _LEAVES):
+    kind = type(node)
+    while kind is ast.Attribute:  # `a.b.c`: only the innermost value can hold a call
+        node = node.value  # type: ignore[attr-defined]
+        kind = type(node)
+    if kind in _LEAVES:
         return
-    if isinstance(node, ast.Call):
-        _visit_calls(node.func, True, out)
-        for arg in node.args:
+    if kind is ast.Call:
+        call: ast.Call = node  # type: ignore[assignment]
+        _visit_calls(call.func, True, out)
+        for arg in call.args:
             _visit_calls(arg, True, out)
-        for kw in node.keywords:
+        for kw in call.keywords:
             _visit_calls(kw.value, True, out)
-        out.append((node, used))
+        out.append((call, used))
         return
-    if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    if kind in _SCOPES:
         return
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        for gen in node.generators:
+    if kind in _COMPREHENSIONS:
+        for gen in node.generators:  # type: ignore[attr-defined]
             _visit_calls(gen.iter, True, out)
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, ast.comprehension):

@@ -7,7 +7,10 @@ held under any attribute (`self.model_kit`, `self.kit`, `kit`) is recognised.
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from model_compile.ledger.models import EventKind
@@ -62,47 +65,82 @@ def call_name(call: ast.Call) -> tuple[str, str]:
     return full, ""
 
 
-def classify_call(call: ast.Call) -> tuple[EventKind | None, dict[str, Any]]:
-    """The event kind of a call (or None) and extra facts (kit, style)."""
-    full, last = call_name(call)
-    receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+_NONE: tuple[EventKind | None, Mapping[str, Any]] = (None, MappingProxyType({}))
+# What the names alone cannot decide: the call's arguments are read too.
+_BY_ARGUMENTS = "arguments"
 
-    if isinstance(call.func, ast.Attribute) and last in KIT_METHODS and receiver != "torch":
-        return KIT_METHODS[last], {"kit": True}
-    if full in ("torch.compile",):
-        return "compile", {"style": "torch.compile"}
-    if last == "compile" and isinstance(call.func, ast.Attribute):
-        if receiver in NOT_MODULE_COMPILE:
-            return None, {}
-        return "compile", {"style": "inplace"}
-    if full in GRAPH_BREAK_CALLS or (last == "disable" and (receiver or "").endswith(("compiler", "_dynamo"))):
-        return "graph_break", {}
-    if full in WRAP_NAMES or last in WRAP_NAMES or (last == "prepare" and "accelerator" in (receiver or "")):
-        return "wrap", {}
-    if last == "initialize" and (receiver or "").endswith("deepspeed"):
-        return "wrap", {}
-    if last.startswith("unshard"):
-        return None, {}
-    if WRAP_WORDS.search(last):
-        return "wrap", {}
-    if CHECKPOINT_WORDS.search(last):
-        return "checkpointing", {}
+
+def classify_call(call: ast.Call) -> tuple[EventKind | None, Mapping[str, Any]]:
+    """The event kind of a call (or None) and extra facts (kit, style), read-only."""
+    func = call.func
+    if type(func) is ast.Attribute:
+        receiver = dotted(func.value)
+        last = func.attr
+        full = f"{receiver}.{last}" if receiver is not None else ""
+        found = _by_name(full, last, receiver, True)
+    elif type(func) is ast.Name:
+        found = _by_name(func.id, func.id, None, False)
+        last = func.id
+    else:  # `f()(...)`, `fns[0](...)`: no name to go by
+        found = _NONE
+        last = ""
+    if found[0] != _BY_ARGUMENTS:
+        return found  # type: ignore[return-value]
     if last == "requires_grad_":
         arg = call.args[0] if call.args else None
         if isinstance(arg, ast.Constant) and arg.value is False:
-            return "freeze", {}
-        return None, {}
-    if FREEZE_WORDS.search(last):
-        return "freeze", {}
-    if PATCH_WORDS.search(last):
-        return "patch", {}
-    if BUILD_WORDS.search(last):
-        return "build", {}
+            return "freeze", _NONE[1]
+        return _NONE
     if last in ("float", "bfloat16", "half") and not call.args:
-        return "upcast", {}
+        return "upcast", _NONE[1]
     if last == "to" and _has_dtype(call):
-        return "upcast", {}
-    return None, {}
+        return "upcast", _NONE[1]
+    return _NONE
+
+
+@functools.lru_cache(maxsize=4096)
+def _by_name(full: str, last: str, receiver: str | None, is_attribute: bool) -> tuple[str | None, Mapping[str, Any]]:
+    """The kind a call gets from its names alone, or `_BY_ARGUMENTS` when its arguments decide.
+
+    Cached: a repository calls the same few hundred names over and over, and
+    the word patterns below are the costly part of telling them apart.
+    """
+    if is_attribute and last in KIT_METHODS and receiver != "torch":
+        return KIT_METHODS[last], _KIT
+    if full in ("torch.compile",):
+        return "compile", _TORCH_COMPILE
+    if last == "compile" and is_attribute:
+        if receiver in NOT_MODULE_COMPILE:
+            return _NONE
+        return "compile", _INPLACE
+    if full in GRAPH_BREAK_CALLS or (last == "disable" and (receiver or "").endswith(("compiler", "_dynamo"))):
+        return "graph_break", _NONE[1]
+    if full in WRAP_NAMES or last in WRAP_NAMES or (last == "prepare" and "accelerator" in (receiver or "")):
+        return "wrap", _NONE[1]
+    if last == "initialize" and (receiver or "").endswith("deepspeed"):
+        return "wrap", _NONE[1]
+    if last.startswith("unshard"):
+        return _NONE
+    if WRAP_WORDS.search(last):
+        return "wrap", _NONE[1]
+    if CHECKPOINT_WORDS.search(last):
+        return "checkpointing", _NONE[1]
+    if last == "requires_grad_":
+        return _BY_ARGUMENTS, _NONE[1]
+    if FREEZE_WORDS.search(last):
+        return "freeze", _NONE[1]
+    if PATCH_WORDS.search(last):
+        return "patch", _NONE[1]
+    if BUILD_WORDS.search(last):
+        return "build", _NONE[1]
+    if last in ("float", "bfloat16", "half", "to"):
+        return _BY_ARGUMENTS, _NONE[1]
+    return _NONE
+
+
+_KIT: Mapping[str, Any] = MappingProxyType({"kit": True})
+_TORCH_COMPILE: Mapping[str, Any] = MappingProxyType({"style": "torch.compile"})
+_INPLACE: Mapping[str, Any] = MappingProxyType({"style": "inplace"})
 
 
 def _has_dtype(call: ast.Call) -> bool:

@@ -145,15 +145,19 @@ def parse_module(tree: SourceTree, path: str) -> PyModule | ParseFailure | None:
 
 def dotted(node: ast.AST) -> str | None:
     """`a.b.c` for Name/Attribute chains, else None."""
-    if type(node) is ast.Name:  # the commonest case, first
+    if isinstance(node, ast.Name):  # the commonest case, first
         return node.id
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
+    if not isinstance(node, ast.Attribute):
+        return None
+    parts = [node.attr]
+    inner = node.value
+    while isinstance(inner, ast.Attribute):
+        parts.append(inner.attr)
+        inner = inner.value
+    if isinstance(inner, ast.Name):
+        parts.append(inner.id)
+        parts.reverse()
+        return ".".join(parts)
     return None
 
 
