@@ -167,3 +167,17 @@ def test_forked_review_of_a_working_tree_matches_one_process(monkeypatch: pytest
     forked = analyze.analyze_tree(WorkTree(open_repo(repo))).model_dump_json()
     assert calls == [2]
     assert forked == serial
+
+
+def _jobs_in_this_process(_: int) -> int:
+    os.sched_getaffinity = lambda _pid: {0, 1, 2, 3}  # type: ignore[assignment]  # a forked pool worker: its own copy
+    os.environ.pop(workers.ENV, None)
+    return workers.job_count(1000, 10)
+
+
+def test_a_daemonic_multiprocessing_worker_never_forks() -> None:
+    """A daemonic process may not have children: there the analysis stays in one process."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_jobs_in_this_process, [0]) == [1]

@@ -17,7 +17,6 @@ a child is raised here.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import signal
@@ -51,11 +50,13 @@ def job_count(items: int, min_per_job: int) -> int:
 
 
 def _fork_is_safe() -> bool:
+    # A daemonic multiprocessing worker has imported multiprocessing; importing it here would only cost time.
+    mp = sys.modules.get("multiprocessing")
     return (
         sys.platform == "linux"
         and hasattr(os, "fork")
         and threading.active_count() == 1
-        and not multiprocessing.current_process().daemon
+        and not (mp is not None and mp.current_process().daemon)
     )
 
 
