@@ -425,7 +425,11 @@ def _looks_like_function(expr: ast.expr) -> bool:
 # Nodes with no call beneath them, by exact type (parsed trees hold no subclasses of these).
 _LEAVES = frozenset(
     {ast.Name, ast.Constant}
-    | {c for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop) for c in base.__subclasses__()}
+    | {
+        c
+        for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+        for c in base.__subclasses__()
+    }
 )
 _SCOPES = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
