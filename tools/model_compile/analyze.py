@@ -22,6 +22,7 @@ from model_compile.ledger.compiled_scope import compiled_scope
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
+from model_compile.rules.base import Rule
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 from model_compile.settings import Settings, load_settings, parse_settings
 from model_compile.workers import chunk_count, job_count, map_chunks, split
@@ -30,8 +31,13 @@ from model_compile.workers import chunk_count, job_count, map_chunks, split
 MIN_RECIPES_PER_JOB = 48
 
 
-def review_context(ctx: RecipeContext, settings: Settings | None = None) -> RecipeReport:
-    """Run the selected rules over one parsed recipe; apply severity overrides and ignore comments."""
+def review_context(
+    ctx: RecipeContext, settings: Settings | None = None, rules: Sequence[type[Rule]] | None = None
+) -> RecipeReport:
+    """Run the selected rules over one parsed recipe; apply severity overrides and ignore comments.
+
+    `rules`: the rules `settings` selects, when the caller already has them.
+    """
     settings = settings or Settings()
     report = RecipeReport(
         name=ctx.loc.name,
@@ -45,7 +51,7 @@ def review_context(ctx: RecipeContext, settings: Settings | None = None) -> Reci
         documentation=ctx.docs,
     )
     findings: list[Finding] = []
-    for rule in selected_rules(settings):
+    for rule in rules if rules is not None else selected_rules(settings):
         findings.extend(rule().check(ctx))
     findings = apply_suppressions(apply_severity(findings, settings), ctx.suppressions)
     report.findings = _dedupe(findings)
@@ -76,19 +82,22 @@ def analyze_tree(
     shared kit is looked for when the tree is a single recipe. `settings` are
     read from the tree's pyproject.toml unless the caller already has them.
     """
-    locations = [replace(loc, root=root_label) for loc in find_recipes(tree, single_name)]
+    groups = group_files(tree)
+    locations = [replace(loc, root=root_label) for loc in find_recipes(tree, single_name, groups)]
     if recipes is not None:
         locations = [loc for loc in locations if loc.name in recipes]
     source = repo_tree if repo_tree is not None else tree
     facts = repo_facts(source)
     settings = settings if settings is not None else _settings(source)
-    selected = {r.id for r in selected_rules(settings)}
+    rules = selected_rules(settings)
+    selected = {r.id for r in rules}
     report = Report(version=__version__, root=root_label, kit=facts.kit)
-    groups = group_files(tree)
 
     def review_all(chunk: Sequence[RecipeLocation]) -> list[RecipeReport]:
         return [
-            review_context(build_context(tree, loc, facts, groups.get(loc.name, []) if loc.prefix else None), settings)
+            review_context(
+                build_context(tree, loc, facts, groups.get(loc.name, []) if loc.prefix else None), settings, rules
+            )
             for loc in chunk
         ]
 

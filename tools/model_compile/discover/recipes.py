@@ -46,11 +46,12 @@ def group_files(tree: SourceTree) -> dict[str, list[str]]:
     return groups
 
 
-def find_recipes(tree: SourceTree, single_name: str | None = None) -> list[RecipeLocation]:
-    """Recipes under `recipes/`, or the tree itself when it is one recipe."""
-    names = {
-        name for name, files in group_files(tree).items() if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)
-    }
+def find_recipes(
+    tree: SourceTree, single_name: str | None = None, groups: dict[str, list[str]] | None = None
+) -> list[RecipeLocation]:
+    """Recipes under `recipes/`, or the tree itself when it is one recipe (`groups`: its `group_files`, if made)."""
+    groups = group_files(tree) if groups is None else groups
+    names = {name for name, files in groups.items() if any(_is_recipe_marker(f.split("/", 2)[2]) for f in files)}
     # A recipe folder (or its engine/configs) that cannot be listed is still a recipe: its
     # context reports the folder as unreadable instead of the recipe dropping out of the list.
     for folder in unlisted_of(tree):

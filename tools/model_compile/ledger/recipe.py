@@ -52,8 +52,8 @@ class RecipeContext:
 
     def documented(self, kind: str, path: str | None, line: int | None) -> Documentation | None:
         """The `# model-compile: <kind>` comment covering `path:line`, if any."""
-        if not path or not line:
-            return None
+        if not path or not line or not any(d.source == "comment" and d.file == path for d in self.docs):
+            return None  # no note in that file: its comment lines need not be found
         key = ("comment_lines", path)
         if key not in self.memo:
             mod = self.modules.get(path)
