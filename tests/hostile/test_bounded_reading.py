@@ -39,6 +39,29 @@ def test_read_regular_refuses_what_would_block_or_never_end(tmp_path):
         assert "file too large" in read_regular(tmp_path / "real.py", tmp_path, max_bytes=3)[1]
 
 
+def test_a_listed_file_replaced_before_it_is_read_is_judged_as_it_is_now(tmp_path):
+    """The listing's entry types spare a stat per file; a file swapped for a FIFO, a link or a folder
+    between the listing and the read is still refused the way read_regular refuses it."""
+    names = ["fifo.py", "link.py", "folder.py", "gone.py", "big.py", "kept.py"]
+    for name in names:
+        (tmp_path / name).write_text("x = 1\n")
+    tree = DiskTree(tmp_path, max_file_bytes=100)
+    assert set(names) <= set(tree.files())
+    for name in names[:5]:
+        (tmp_path / name).unlink()
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "link.py").symlink_to("/dev/zero")
+    (tmp_path / "folder.py").mkdir()
+    (tmp_path / "big.py").write_text("x = 1\n" * 100)
+    with time_limit(10):
+        assert tree.read_bytes("fifo.py") is None and tree.problem("fifo.py") == "a FIFO, not a regular file"
+        assert tree.read_bytes("link.py") is None and "outside the repository" in tree.problem("link.py")
+        assert tree.read_bytes("folder.py") is None and tree.problem("folder.py") == "a directory, not a regular file"
+        assert tree.read_bytes("gone.py") is None and tree.problem("gone.py") is None  # missing
+        assert tree.read_bytes("big.py") is None and "file too large" in tree.problem("big.py")
+        assert tree.read_bytes("kept.py") == b"x = 1\n"
+
+
 def test_fifo_device_link_and_outside_link_are_mc000_not_hangs(tmp_path):
     root = scaffold_repo(tmp_path / "repo", use_git=False)
     engine_dir = root / RECIPE / "engine"

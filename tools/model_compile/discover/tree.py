@@ -135,11 +135,47 @@ def read_regular(
     if max_bytes is not None and st.st_size > max_bytes:
         return None, _too_large(st.st_size, max_bytes)
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(target, _OPEN_FLAGS)
     except OSError as exc:
         return None, exc.strerror or type(exc).__name__
+    return _read_open(fd, max_bytes)
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+
+
+def read_listed_regular(
+    full: str, boundary: Path | None = None, max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
+) -> tuple[bytes | None, str | None]:
+    """`read_regular` of a path a listing has just seen as a regular file (not a link).
+
+    Opened at once, without following a link, and checked on the open file,
+    which saves asking the file system about the path first. Anything else
+    found there now (it was replaced since the listing) goes through
+    `read_regular`.
+    """
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since lstat
+        fd = os.open(full, _OPEN_FLAGS)
+    except OSError:
+        return read_regular(full, boundary, max_bytes)
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return read_regular(full, boundary, max_bytes)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return read_regular(full, boundary, max_bytes)
+    if max_bytes is not None and st.st_size > max_bytes:
+        os.close(fd)
+        return None, _too_large(st.st_size, max_bytes)
+    return _read_open(fd, max_bytes, checked=True)
+
+
+def _read_open(fd: int, max_bytes: int | None, checked: bool = False) -> tuple[bytes | None, str | None]:
+    """Read an open file to its end (at most `max_bytes`, one more to tell it is larger) and close it."""
+    try:
+        if not checked and not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since lstat
             return None, "not a regular file"
         limit = (max_bytes + 1) if max_bytes is not None else None
         chunks, size = [], 0
@@ -188,6 +224,7 @@ class DiskTree:
         self._files: list[str] | None = None
         self._problems: dict[str, str] = {}
         self._unlisted: dict[str, str] = {}
+        self._regular: set[str] = set()  # listed as regular files (not links): read without a first lstat
 
     def files(self) -> list[str]:
         if self._files is None:
@@ -208,6 +245,7 @@ class DiskTree:
         where os.walk asks the file system again for each folder.
         """
         root = str(self.root)
+        regular = self._regular
         todo = [str(start)]
         while todo:
             folder = todo.pop()
@@ -225,7 +263,13 @@ class DiskTree:
                     except OSError:
                         is_dir = False
                     if not is_dir:
-                        out.append(f"{rel}/{entry.name}" if rel else entry.name)
+                        name = f"{rel}/{entry.name}" if rel else entry.name
+                        out.append(name)
+                        try:
+                            if entry.is_file(follow_symlinks=False):  # from the listing's own entry type
+                                regular.add(name)
+                        except OSError:
+                            pass
                     elif entry.name not in SKIP_DIRS and not entry.is_symlink():
                         todo.append(entry.path)
 
@@ -247,7 +291,8 @@ class DiskTree:
         return self._problems.get(path)
 
     def read_bytes(self, path: str) -> bytes | None:
-        data, problem = read_regular(os.path.join(self._root_str, path), self.boundary, self.max_file_bytes)
+        read = read_listed_regular if path in self._regular else read_regular
+        data, problem = read(os.path.join(self._root_str, path), self.boundary, self.max_file_bytes)
         if problem is not None and problem != "missing":
             self._problems[path] = problem
         return data
