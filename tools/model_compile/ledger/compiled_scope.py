@@ -211,6 +211,8 @@ def kit_for(event: Event, kits: list[KitFacts], sources: Mapping[str, str]) -> K
     in the engine's source (`self.model_kit = MLLMModelKit()`), else the one kit class the source names."""
     if not kits:
         return None
+    if len(kits) == 1:  # whatever the source names, the one kit class is the answer
+        return kits[0]
     text = sources.get(event.file, "")
     receiver = event.call.split(".apply_model_compile")[0].split("=")[-1].strip()
     m = re.search(rf"{re.escape(receiver)}\s*(?::[^=\n]+)?=\s*([A-Za-z_]\w*)\s*\(", text) if receiver else None
