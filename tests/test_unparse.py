@@ -74,6 +74,23 @@ def test_every_expression_of_the_corpus_matches_ast_unparse() -> None:
     assert checked > 10_000
 
 
+def test_schema_walk_visits_nodes_in_ast_walk_order() -> None:
+    """schema's annotation walk stands in for ast.walk: the first class name found decides a field's type."""
+    from model_compile.parse.schema import _breadth_first
+
+    checked = 0
+    for path in CORPUS:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.AnnAssign):
+                assert _breadth_first(node.annotation) == list(ast.walk(node.annotation)), f"{path}:{node.lineno}"
+                checked += 1
+    assert checked > 500
+
+
 LITERALS = [
     "1",
     "-1",
