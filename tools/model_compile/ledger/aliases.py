@@ -43,7 +43,11 @@ class Ctx:
     depth: int = 0
 
     def but(self, **kw: Any) -> Ctx:
-        return Ctx(**{**self.__dict__, **kw})
+        """A copy with some fields changed (the walker makes one per statement: no __init__ call)."""
+        new = object.__new__(Ctx)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(kw)
+        return new
 
 
 def negate(expr: ast.expr) -> ast.expr:

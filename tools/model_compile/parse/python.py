@@ -31,7 +31,7 @@ class PyModule:
     def segment(self, node: ast.AST) -> str:
         """One-line source text of a node (first line, trimmed)."""
         seg = self._segment(node)
-        seg = " ".join(part.strip() for part in seg.splitlines())
+        seg = seg.strip() if seg.isprintable() else " ".join(part.strip() for part in seg.splitlines())
         return seg if len(seg) <= 160 else seg[:157] + "..."
 
     def _segment(self, node: ast.AST) -> str:
