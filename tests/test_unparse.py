@@ -135,7 +135,15 @@ def test_literal_value_matches_literal_eval(src: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "src", ["model = build(cfg.path)\n", "name = 'é'; model = build(cfg.path)\n", "model = build(\n    'ü', x)\n"]
+    "src",
+    [
+        "model = build(cfg.path)\n",
+        "name = 'é'; model = build(cfg.path)\n",
+        "model = build(\n    'ü', x)\n",
+        "model = build(cfg.path,\tx)\n",
+        "model = build(cfg.path, '\x0c', '\u2028')\n",
+        "model = build(\n    cfg.path,  # note\n    x,\n)\n",
+    ],
 )
 def test_segment_is_the_source_text_of_a_node(src: str) -> None:
     from model_compile.discover.tree import MemoryTree
@@ -146,3 +154,34 @@ def test_segment_is_the_source_text_of_a_node(src: str) -> None:
     call = next(n for n in ast.walk(mod.tree) if isinstance(n, ast.Call))
     expected = " ".join(part.strip() for part in (ast.get_source_segment(src, call) or "").splitlines())
     assert mod.segment(call) == expected
+
+
+@pytest.mark.parametrize("brk", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_module_lines_are_numbered_as_python_numbers_them(brk: str) -> None:
+    """A form feed (a `^L` page break line) or a Unicode separator does not end a Python line."""
+    from model_compile.discover.tree import MemoryTree
+    from model_compile.parse.python import PyModule, parse_module, source_lines
+
+    page = brk if brk == "\x0c" else f"# a{brk}b"  # a form feed may stand alone; the rest only in a comment or string
+    src = f"import torch\n{page}\nx = '{brk}'\r\nmodel = build(cfg)\rmodel.compile(backend='eager')\n"
+    mod = parse_module(MemoryTree({"m.py": src}), "m.py")
+    assert isinstance(mod, PyModule)
+    assert len(mod.lines) == len(source_lines(src)) == 5
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Call):
+            assert mod.segment(node) in mod.line(node.lineno)
+    assert mod.line(5) == "model.compile(backend='eager')"
+
+
+def test_yaml_lines_break_where_yaml_does() -> None:
+    """YAML also ends lines at NEL, LS and PS, never at a form feed or vertical tab."""
+    import yaml
+
+    from model_compile.parse.documentation import yaml_lines
+
+    assert yaml_lines("a: 1\x85b: 2\u2028c: 3\r\nd: 4\n") == ["a: 1", "b: 2", "c: 3", "d: 4"]
+    assert yaml_lines("a: 1 # x\x0cy\nb: 2\n") == ["a: 1 # x\x0cy", "b: 2"]
+    text = "a: 1\x85b: 2\u2028c: [3\r\n  ]\n"
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    marks = [v.start_mark.line for _, v in node.value]
+    assert [yaml_lines(text)[m].split(":")[0] for m in marks] == ["a", "b", "c"]

@@ -18,6 +18,7 @@ from model_compile.parse.documentation import (
     ignore_comments,
     readme_docs,
     yaml_comments,
+    yaml_lines,
 )
 from model_compile.parse.models import (
     ConfigFacts,
@@ -57,7 +58,7 @@ class RecipeContext:
         key = ("comment_lines", path)
         if key not in self.memo:
             mod = self.modules.get(path)
-            self.memo[key] = comment_only_lines(mod.text if mod else self.stage_texts.get(path, ""))
+            self.memo[key] = comment_only_lines(mod.lines if mod else yaml_lines(self.stage_texts.get(path, "")))
         return documented_at(self.docs, kind, path, line, self.memo[key])  # type: ignore[arg-type]
 
     def readme_documents(self, kind: str) -> bool:

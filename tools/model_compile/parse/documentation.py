@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from model_compile.parse.models import Documentation, Suppression
+from model_compile.parse.python import source_lines
 from model_compile.vocabulary import DocKind, is_doc_kind
 
 COMMENT_RE = re.compile(r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE)
@@ -72,10 +73,24 @@ def ignore_comments(comments: dict[int, str], path: str) -> list[Suppression]:
     return out
 
 
+_NOT_YAML_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e]")
+
+
+def yaml_lines(text: str) -> list[str]:
+    """The lines of a YAML file as YAML numbers them (its marks, its comments).
+
+    YAML ends a line at `\\n`, `\\r\\n`, `\\r`, NEL, LS and PS; `str.splitlines`
+    also breaks at form feeds, vertical tabs and file/group/record separators.
+    """
+    if _NOT_YAML_BREAKS.search(text) is None:
+        return text.splitlines()
+    return source_lines(text.replace("\x85", "\n").replace("\u2028", "\n").replace("\u2029", "\n"))
+
+
 def yaml_comments(text: str) -> dict[int, str]:
     """Line -> comment body for YAML (a '#' outside quotes)."""
     out: dict[int, str] = {}
-    for i, raw in enumerate(text.splitlines(), 1):
+    for i, raw in enumerate(yaml_lines(text), 1):
         if "#" not in raw:
             continue
         quote = None
@@ -112,9 +127,9 @@ def documented_at(
     return None
 
 
-def comment_only_lines(text: str) -> frozenset[int]:
-    """Line numbers holding nothing but a comment (Python or YAML)."""
-    return frozenset(i for i, raw in enumerate(text.splitlines(), 1) if raw.lstrip().startswith("#"))
+def comment_only_lines(lines: list[str]) -> frozenset[int]:
+    """Line numbers holding nothing but a comment (Python or YAML lines, numbered from 1)."""
+    return frozenset(i for i, raw in enumerate(lines, 1) if raw.lstrip().startswith("#"))
 
 
 def readme_docs(text: str, path: str) -> list[Documentation]:

@@ -139,8 +139,23 @@ def parse_module(tree: SourceTree, path: str) -> PyModule | ParseFailure | None:
         return ParseFailure(path, exc.lineno or 1, f"{path} does not parse: {exc.msg}")
     except (ValueError, RecursionError) as exc:
         return ParseFailure(path, 1, f"{path} does not parse: {exc}")
-    lines = text.splitlines()
+    lines = source_lines(text)
     return PyModule(path, text, module, lines, _comments(text, module, lines))
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of Python source as Python numbers them: only `\\n`, `\\r\\n` and `\\r` end a line.
+
+    `str.splitlines` also breaks at form feeds, vertical tabs and Unicode line
+    separators, which Python takes as characters of the line (a `^L` page
+    break line would shift every later line number by one).
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def dotted(node: ast.AST) -> str | None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.documentation import yaml_lines
 from model_compile.parse.python import unparse
 from model_compile.rules.finding import Finding, Severity
 
@@ -72,7 +73,9 @@ class Rule:
         code = (
             mod.line(line)
             if mod
-            else _text_line(ctx.stage_texts.get(file) or (ctx.readme if file.endswith("README.md") else None), line)
+            else _text_line(ctx.stage_texts.get(file), line, yaml_lines)
+            if file in ctx.stage_texts
+            else _text_line(ctx.readme if file.endswith("README.md") else None, line, str.splitlines)
         )
         return Finding(
             rule=self.id,
@@ -87,10 +90,10 @@ class Rule:
         )
 
 
-def _text_line(text: str | None, line: int) -> str:
+def _text_line(text: str | None, line: int, split: Callable[[str], list[str]]) -> str:
     if not text:
         return ""
-    lines = text.splitlines()
+    lines = split(text)
     return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
 
 
