@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,18 @@ CORPUS = sorted(
     for p in base.rglob("*.py")
     if "__pycache__" not in p.parts
 )
+
+
+def _corpus_nodes() -> Iterator[tuple[Path, ast.AST]]:
+    """Every node of every corpus file that parses (some fixtures do not, on purpose)."""
+    for path in CORPUS:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            yield path, node
+
 
 SHAPES = [
     "a",
@@ -62,15 +75,10 @@ def test_shape_matches_ast_unparse(src: str) -> None:
 
 def test_every_expression_of_the_corpus_matches_ast_unparse() -> None:
     checked = 0
-    for path in CORPUS:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue  # fixtures that do not parse on purpose
-        for node in ast.walk(tree):
-            if isinstance(node, ast.expr) and (_simple(node) is not None or isinstance(node, ast.UnaryOp)):
-                assert unparse(node) == ast.unparse(node), f"{path}:{node.lineno}"
-                checked += 1
+    for path, node in _corpus_nodes():
+        if isinstance(node, ast.expr) and (_simple(node) is not None or isinstance(node, ast.UnaryOp)):
+            assert unparse(node) == ast.unparse(node), f"{path}:{node.lineno}"
+            checked += 1
     assert checked > 10_000
 
 
@@ -79,15 +87,10 @@ def test_schema_walk_visits_nodes_in_ast_walk_order() -> None:
     from model_compile.parse.schema import _breadth_first
 
     checked = 0
-    for path in CORPUS:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.AnnAssign):
-                assert _breadth_first(node.annotation) == list(ast.walk(node.annotation)), f"{path}:{node.lineno}"
-                checked += 1
+    for path, node in _corpus_nodes():
+        if isinstance(node, ast.AnnAssign):
+            assert _breadth_first(node.annotation) == list(ast.walk(node.annotation)), f"{path}:{node.lineno}"
+            checked += 1
     assert checked > 500
 
 
