@@ -188,3 +188,22 @@ def test_yaml_lines_break_where_yaml_does() -> None:
     node = yaml.compose(text, Loader=yaml.SafeLoader)
     marks = [v.start_mark.line for _, v in node.value]
     assert [yaml_lines(text)[m].split(":")[0] for m in marks] == ["a", "b", "c"]
+
+
+def test_a_recipe_that_warns_when_parsed_prints_nothing() -> None:
+    """An invalid escape in a recipe warns at parse time; the review keeps quiet, in one parse and in many."""
+    import warnings
+
+    from model_compile.analyze import analyze_tree
+    from model_compile.discover.tree import MemoryTree
+    from model_compile.parse.python import PyModule, parse_module
+
+    src = 'import re\nPATTERN = re.compile("\\d+")\n'
+    tree = MemoryTree({"recipes/r/engine/e.py": src, "recipes/r/configs/schema.py": src})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert isinstance(parse_module(tree, "recipes/r/engine/e.py"), PyModule)
+        assert analyze_tree(tree).recipes[0].name == "r"
+        assert seen == [], [str(w.message) for w in seen]
+        warnings.warn("after the review", UserWarning, stacklevel=1)  # the filters are the caller's again
+    assert [str(w.message) for w in seen] == ["after the review"]

@@ -22,6 +22,7 @@ from model_compile.ledger.compiled_scope import compiled_scope
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import compile_path, compiled_targets, placement
+from model_compile.parse.python import quiet_parsing
 from model_compile.rules.base import Rule
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 from model_compile.settings import Settings, load_settings, parse_settings
@@ -102,7 +103,7 @@ def analyze_tree(
         ]
 
     jobs = job_count(len(locations), MIN_RECIPES_PER_JOB) if fork_safe(tree) else 1
-    with _without_cycle_collection():  # forked workers inherit it; their reports are unpickled under it
+    with _without_cycle_collection(), quiet_parsing():  # forked workers inherit both
         report.recipes = map_chunks(review_all, split(locations, chunk_count(len(locations), jobs)), jobs)
     for kit in facts.kit:
         if not kit.in_place and "MC103" in selected:

@@ -6,6 +6,8 @@ import ast
 import io
 import tokenize
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,15 +128,36 @@ def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]
     return out
 
 
+_quiet = [0]  # how many quiet_parsing() blocks are open
+
+
+@contextmanager
+def quiet_parsing() -> Iterator[None]:
+    """Warnings a parse raises (an invalid escape sequence in a recipe) are the recipe's, not ours: ignored.
+
+    One block around many parses spares each its own `catch_warnings` (a
+    tenth of parsing a small file).
+    """
+    _quiet[0] += 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        _quiet[0] -= 1
+
+
 def parse_module(tree: SourceTree, path: str) -> PyModule | ParseFailure | None:
     """Parse one file; None when it does not exist."""
     text, problem = read_text(tree, path)
     if text is None:
         return None if problem == "missing" else ParseFailure(path, 1, f"cannot read {path}: {problem}")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        if _quiet[0]:
             module = ast.parse(text, filename=path)
+        else:
+            with quiet_parsing():
+                module = ast.parse(text, filename=path)
     except SyntaxError as exc:
         return ParseFailure(path, exc.lineno or 1, f"{path} does not parse: {exc.msg}")
     except (ValueError, RecursionError) as exc:
