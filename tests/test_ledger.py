@@ -161,3 +161,22 @@ def test_requires_grad_target_is_the_receiver():
     )
     freeze = next(e for e in _ledger(body).ledger[0].events if e.kind == "freeze")
     assert freeze.target == "model.model.visual"
+
+
+@pytest.mark.parametrize(
+    "src,per_block",
+    [
+        ("for block in model.layers:\n    fully_shard(block)\nfully_shard(model)\n", True),
+        ("while blocks:\n    torch.distributed.fsdp.fully_shard(blocks.pop())\n", True),
+        ("for block in fully_shard(model).layers:\n    pass\n", True),  # the loop's iterable runs in the loop statement
+        ("for b in bs:\n    def wrap(m):\n        return fully_shard(m)\n", True),
+        ("fully_shard(model)\n", False),  # near miss: once, outside any loop
+        ("shards = [fully_shard(b) for b in model.layers]\n", False),  # a comprehension is not a loop statement
+        ("for b in bs:\n    fully_shard_all(b)\n", False),  # another name
+    ],
+)
+def test_wrapper_shards_per_block_only_when_fully_shard_runs_in_a_loop(src: str, per_block: bool) -> None:
+    from model_compile.ledger.repo import repo_facts
+
+    facts = repo_facts(MemoryTree({"engine/parallelize.py": src, "engine/unrelated.py": "x = 1\n"}))
+    assert bool(facts.per_block_wrappers) is per_block

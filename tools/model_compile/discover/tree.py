@@ -58,6 +58,11 @@ def read_text(tree: SourceTree, path: str) -> tuple[str | None, str | None]:
     data = tree.read_bytes(path)
     if data is None:
         return None, problem_of(tree, path) or "missing"
+    return decode_text(data)
+
+
+def decode_text(data: bytes) -> tuple[str | None, str | None]:
+    """(text, problem) of bytes already read: UTF-8 text, or None and why they are not."""
     if is_binary(data):
         return None, "binary file"
     try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from model_compile.discover.tree import SourceTree, read_text
+from model_compile.discover.tree import SourceTree, decode_text
 from model_compile.ledger.aliases import getattr_as_attribute
 from model_compile.ledger.classify import classify_call
 from model_compile.parse.python import dotted, unparse
@@ -61,11 +61,7 @@ def _aliases(fn: ast.AST) -> dict[str, str]:
     return out
 
 
-def _kit_facts(path: str, text: str) -> list[KitFacts]:
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return []
+def _kit_facts(path: str, module: ast.Module) -> list[KitFacts]:
     out = []
     for cls in [n for n in ast.walk(module) if isinstance(n, ast.ClassDef)]:
         for fn in cls.body:
@@ -112,17 +108,15 @@ def _kit_facts(path: str, text: str) -> list[KitFacts]:
     return out
 
 
-def _shards_per_block(text: str) -> bool:
-    """`fully_shard(...)` called inside a loop somewhere in the file."""
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    for loop in ast.walk(module):
-        if isinstance(loop, (ast.For, ast.While)):
-            for node in ast.walk(loop):
-                if isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "fully_shard":
-                    return True
+def _shards_per_block(module: ast.Module) -> bool:
+    """`fully_shard(...)` called inside a loop somewhere in the file (one walk, each node once)."""
+    todo: list[tuple[ast.AST, bool]] = [(module, False)]
+    while todo:
+        node, in_loop = todo.pop()
+        if in_loop and isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "fully_shard":
+            return True
+        inner = in_loop or isinstance(node, (ast.For, ast.While))
+        todo.extend((child, inner) for child in ast.iter_child_nodes(node))
     return False
 
 
@@ -136,12 +130,20 @@ def repo_facts(tree: SourceTree) -> RepoFacts:
         data = tree.read_bytes(path) or b""
         if b"apply_model_compile" not in data and b"fully_shard" not in data:
             continue
-        text, _ = read_text(tree, path)
+        text, _ = decode_text(data)
         if text is None:
             continue
-        if "def apply_model_compile" in text:
-            facts.kit.extend(_kit_facts(path, text))
-        if "fully_shard" in text and _shards_per_block(text):
+        wants_kit = "def apply_model_compile" in text
+        wants_shards = not per_block and "fully_shard" in text
+        if not (wants_kit or wants_shards):
+            continue
+        try:
+            module = ast.parse(text)  # once for both questions
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        if wants_kit:
+            facts.kit.extend(_kit_facts(path, module))
+        if wants_shards and _shards_per_block(module):
             per_block = True
     if per_block:
         facts.per_block_wrappers = {"parallelize_model", "fully_shard", "apply_fsdp", "apply_fsdp2", "shard_model"}
