@@ -55,16 +55,6 @@ BUILD_WORDS = re.compile(r"^(build|create|make|load|init)_.*model|^build_|from_p
 NOT_MODULE_COMPILE = {"re", "regex", "torch", "jit", "torch.jit", "builtins"}
 
 
-def call_name(call: ast.Call) -> tuple[str, str]:
-    """(full dotted name or '', last component) of the called function."""
-    full = dotted(call.func) or ""
-    if isinstance(call.func, ast.Attribute):
-        return full, call.func.attr
-    if isinstance(call.func, ast.Name):
-        return full, call.func.id
-    return full, ""
-
-
 _NONE: tuple[EventKind | None, Mapping[str, Any]] = (None, MappingProxyType({}))
 # What the names alone cannot decide: the call's arguments are read too.
 _BY_ARGUMENTS = "arguments"
