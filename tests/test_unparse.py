@@ -82,14 +82,15 @@ def test_every_expression_of_the_corpus_matches_ast_unparse() -> None:
     assert checked > 10_000
 
 
-def test_schema_walk_visits_nodes_in_ast_walk_order() -> None:
-    """schema's annotation walk stands in for ast.walk: the first class name found decides a field's type."""
-    from model_compile.parse.schema import _breadth_first
+def test_walk_visits_nodes_in_ast_walk_order() -> None:
+    """walk stands in for ast.walk: a schema field's type is the first class name found in its annotation."""
+    from model_compile.parse.python import walk
 
     checked = 0
     for path, node in _corpus_nodes():
-        if isinstance(node, ast.AnnAssign):
-            assert _breadth_first(node.annotation) == list(ast.walk(node.annotation)), f"{path}:{node.lineno}"
+        if isinstance(node, (ast.AnnAssign, ast.Module)):  # annotations (schema), whole modules (rules, kit)
+            target = node.annotation if isinstance(node, ast.AnnAssign) else node
+            assert walk(target) == list(ast.walk(target)), f"{path}:{getattr(node, 'lineno', 0)}"
             checked += 1
     assert checked > 500
 

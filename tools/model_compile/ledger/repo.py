@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from model_compile.discover.tree import SourceTree, decode_text
 from model_compile.ledger.aliases import getattr_as_attribute
 from model_compile.ledger.classify import classify_call
-from model_compile.parse.python import dotted, unparse
+from model_compile.parse.python import dotted, unparse, walk
 
 
 class KitFacts(BaseModel):
@@ -63,7 +63,7 @@ def _aliases(fn: ast.AST) -> dict[str, str]:
 
 def _kit_facts(path: str, module: ast.Module) -> list[KitFacts]:
     out = []
-    for cls in [n for n in ast.walk(module) if isinstance(n, ast.ClassDef)]:
+    for cls in [n for n in walk(module) if isinstance(n, ast.ClassDef)]:
         for fn in cls.body:
             if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "apply_model_compile"):
                 continue

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from model_compile.parse.models import FieldFact, SchemaFacts
-from model_compile.parse.python import PyModule, dotted, literal_or, unparse
+from model_compile.parse.python import PyModule, dotted, literal_or, unparse, walk
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
 _NO_DEFAULT = object()
@@ -79,7 +79,7 @@ def _default(stmt: ast.AnnAssign) -> tuple[Any, str | None, ast.expr | None]:
 def _type_names(annotation: ast.expr, aliases: dict[str, ast.expr]) -> list[str]:
     """Class names an annotation may refer to (X, X | None, Optional[X], 'X')."""
     names: list[str] = []
-    for node in _breadth_first(annotation):
+    for node in walk(annotation):
         if isinstance(node, ast.Name):
             names.append(node.id)
         elif isinstance(node, ast.Attribute):
@@ -87,22 +87,6 @@ def _type_names(annotation: ast.expr, aliases: dict[str, ast.expr]) -> list[str]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.append(node.value)
     return names
-
-
-def _breadth_first(root: ast.AST) -> list[ast.AST]:
-    """The nodes of `root` in `ast.walk`'s order, without its generators (annotations are walked often)."""
-    out = [root]
-    i = 0
-    while i < len(out):
-        node = out[i]
-        i += 1
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(value, ast.AST):
-                out.append(value)
-            elif isinstance(value, list):
-                out.extend(v for v in value if isinstance(v, ast.AST))
-    return out
 
 
 def _literal_values(annotation: ast.expr, aliases: dict[str, ast.expr], depth: int = 0) -> list[Any] | None:

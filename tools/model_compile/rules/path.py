@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
-from model_compile.parse.python import unparse
+from model_compile.parse.python import unparse, walk
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
@@ -126,7 +126,7 @@ class UndocumentedGraphBreak(Rule):
         for path, mod in ctx.modules.items():
             if "disable" not in mod.text:
                 continue
-            for node in ast.walk(mod.tree):
+            for node in walk(mod.tree):
                 line = None
                 if isinstance(node, ast.Call):
                     if is_graph_break_call(node):
