@@ -127,6 +127,7 @@ def map_chunks(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], 
 
 
 _HEADER = 8  # bytes of a message's length, before the message
+PIPE_BYTES = 1 << 20  # a result pipe's size, where Linux allows it
 
 
 def _fork(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claims: int) -> _Inbox:
@@ -151,9 +152,6 @@ def _fork(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claim
     return _Inbox(pid, read_fd)
 
 
-PIPE_BYTES = 1 << 20
-
-
 def _serve(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], claims: int, out: int) -> None:
     """In a child: claim chunks and send each one's results, or the exception it raised, then stop."""
     while True:
@@ -161,16 +159,18 @@ def _serve(fn: Callable[[Sequence[T]], list[R]], chunks: list[Sequence[T]], clai
         if not index:
             return
         i = index[0]
+        failed = False
         try:
             message = pickle.dumps(("ok", i, fn(chunks[i])), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:  # noqa: BLE001 - sent to the parent, raised there
+            failed = True
             try:
                 message = pickle.dumps(("error", i, exc), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:  # noqa: BLE001 - an exception that does not pickle: the parent redoes the chunk
                 return
-            _send(out, message)
-            return
         _send(out, message)
+        if failed:
+            return
 
 
 def _send(fd: int, message: bytes) -> None:
@@ -209,7 +209,6 @@ class _Inbox:
             self._decode(done)
             if not wait:
                 break  # read again between the next chunks: this process has its own to do
-        self._decode(done)
 
     def _decode(self, done: dict[int, list[R]]) -> None:
         buffer = self.buffer
