@@ -165,15 +165,12 @@ def read_listed_regular(
         return read_regular(full, boundary, max_bytes)
     try:
         st = os.fstat(fd)
+        regular = stat.S_ISREG(st.st_mode)
     except OSError:
+        regular = False
+    if not regular or (max_bytes is not None and st.st_size > max_bytes):
         os.close(fd)
-        return read_regular(full, boundary, max_bytes)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        return read_regular(full, boundary, max_bytes)
-    if max_bytes is not None and st.st_size > max_bytes:
-        os.close(fd)
-        return None, _too_large(st.st_size, max_bytes)
+        return read_regular(full, boundary, max_bytes)  # says why, as for a path never listed
     return _read_open(fd, max_bytes, checked=True)
 
 
