@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -69,14 +69,7 @@ class Rule:
         self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None, *, subject: str
     ) -> Finding:
         """A finding of this rule; `subject` names what it is about (a field, call or stage), not where."""
-        mod = ctx.modules.get(file)
-        code = (
-            mod.line(line)
-            if mod
-            else _text_line(ctx.stage_texts.get(file), line, yaml_lines)
-            if file in ctx.stage_texts
-            else _text_line(ctx.readme if file.endswith("README.md") else None, line, str.splitlines)
-        )
+        code = _source_line(ctx, file, line)
         return Finding(
             rule=self.id,
             severity=self.severity,
@@ -90,10 +83,17 @@ class Rule:
         )
 
 
-def _text_line(text: str | None, line: int, split: Callable[[str], list[str]]) -> str:
-    if not text:
+def _source_line(ctx: RecipeContext, file: str, line: int) -> str:
+    """The text of `file:line` in the recipe, each kind of file split into lines as it numbers them."""
+    mod = ctx.modules.get(file)
+    if mod:
+        return mod.line(line)
+    if file in ctx.stage_texts:
+        lines = yaml_lines(ctx.stage_texts[file])
+    elif file.endswith("README.md") and ctx.readme:
+        lines = ctx.readme.splitlines()
+    else:
         return ""
-    lines = split(text)
     return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
 
 
