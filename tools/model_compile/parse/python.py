@@ -135,8 +135,8 @@ _quiet = [0]  # how many quiet_parsing() blocks are open
 def quiet_parsing() -> Iterator[None]:
     """Warnings a parse raises (an invalid escape sequence in a recipe) are the recipe's, not ours: ignored.
 
-    One block around many parses spares each its own `catch_warnings` (a
-    tenth of parsing a small file).
+    One block around many parses spares each its own `catch_warnings`
+    (about 6 µs a file).
     """
     _quiet[0] += 1
     try:
