@@ -133,6 +133,17 @@ def test_regional_vision_blocks_move_into_compile_from_the_kits_disabled_tower()
     assert "moved into compile: N blocks of `model.model.visual.blocks` (each compiled; N known at run time)" in lines
 
 
+def test_a_region_the_old_scope_disabled_moves_into_compile_as_no_longer_disabled():
+    """Kit (vision tower in torch.compiler.disable) -> torch.compile of the whole model: the tower is compiled
+    now; the line must not say it is now wrapped in torch.compiler.disable (that is the other direction)."""
+    kit = compiled_scope([ledger(kit_call())], [KIT], SOURCE)
+    whole = kit.model_copy(update={"parts": [kit.parts[0].model_copy(update={"minus": [], "when_present": []})]})
+    into = scope_changes(kit, whole)
+    assert "moved into compile: `model.model.visual` (no longer wrapped in torch.compiler.disable)" in into
+    out = scope_changes(whole, kit)
+    assert "moved to eager: `model.model.visual` (now wrapped in torch.compiler.disable)" in out
+
+
 def test_same_scope_says_nothing():
     kit = compiled_scope([ledger(kit_call())], [KIT], SOURCE)
     assert scope_changes(kit, kit.model_copy()) == []

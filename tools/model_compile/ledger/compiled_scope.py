@@ -304,8 +304,9 @@ def _within(inner: ScopePart, inner_var: str, outer: ScopePart, outer_var: str) 
     return inner.kind != "whole-model" and _inside(i_mod, o_mod) and (outer.kind != "blocks" or i_mod != o_mod)
 
 
-def _lost(old: CompiledScope, new: CompiledScope, patches: list[str]) -> list[str]:
-    """What `old` compiles that `new` does not, in words."""
+def _lost(old: CompiledScope, new: CompiledScope, patches: list[str], disabled: str) -> list[str]:
+    """What `old` compiles that `new` does not, in words; `disabled` says what became of a region
+    `new` keeps in torch.compiler.disable (which side that is depends on the direction asked)."""
     out: list[str] = []
     for o in old.parts:
         if any(_contains(n, new.model, o, old.model) for n in new.parts):
@@ -333,7 +334,7 @@ def _lost(old: CompiledScope, new: CompiledScope, patches: list[str]) -> list[st
                 text += f"; code patched in by {', '.join(patches)}, unless it runs inside a compiled part"
             out.append(text)
         elif newly_disabled:
-            out.extend(f"`{m}` (now wrapped in torch.compiler.disable)" for m in newly_disabled)
+            out.extend(f"`{m}` ({disabled})" for m in newly_disabled)
         else:
             out.append(o.describe())
     return out
@@ -356,8 +357,8 @@ def scope_changes(before: CompiledScope | None, after: CompiledScope | None) -> 
         return out + [f"moved to eager: everything (`{b.model}` runs eager)"]
     if not b.parts:
         return out + [f"moved into compile: {a.summary}"]
-    out += [f"moved to eager: {x}" for x in _lost(b, a, a.patches)]
-    out += [f"moved into compile: {x}" for x in _lost(a, b, a.patches)]
+    out += [f"moved to eager: {x}" for x in _lost(b, a, a.patches, "now wrapped in torch.compiler.disable")]
+    out += [f"moved into compile: {x}" for x in _lost(a, b, a.patches, "no longer wrapped in torch.compiler.disable")]
     return out
 
 
