@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from model_compile.hard.layers import plan
 from model_compile.hard.refusal import smoke_refusal
 from model_compile.hard.runner import validate_hard
 from model_compile.parse import test_options
+from model_compile.report.hardfacts import planned_layers
+from model_compile.report.run import review_path
 
 REPO = Path(__file__).parent / "fixtures" / "repo"
 RECIPE = REPO / "recipes" / "gpu_helper"
@@ -134,3 +137,44 @@ def test_prerequisites_skip_what_the_stage_switches_off(tmp_path: Path) -> None:
     )
     found = prerequisites(recipe, tmp_path, "train")
     assert [line.split(" = ")[0] for line in found] == ["eval.val_path"]  # near miss: fake data off there
+
+
+def test_a_soft_review_gives_the_refused_smoke_as_commands_for_a_machine_with_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --hard nothing runs, but the helper's refusal is read from its source: the smoke row and the
+    advice name that machine's commands (`python` from the repository root), no path of this one."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    report = review_path(RECIPE)
+    section = report.recipes[0]
+    smoke = next(row for row in section.validation if row.name == "smoke")
+    assert smoke.status == "not-run" and smoke.where == "-"
+    assert smoke.command == "on a machine with GPUs/NPUs, from the repository root:"
+    assert smoke.commands == [
+        "python -m pytest recipes/gpu_helper/tests/test_smoke.py -q --config-name big --world-size 4 "
+        "--config-override model.compile.enabled=true"
+    ]
+    assert any(p.startswith("data.train_path = ./data/big/meta.json") for p in smoke.prerequisites)
+    advice = [a for a in section.performance.advice if "smoke layer" in a]
+    assert advice == [
+        "measure before claiming anything: run the smoke layer on a machine with GPUs/NPUs, from the repository "
+        f"root: `{smoke.commands[0]}`"
+    ]
+    printed = json.dumps([smoke.model_dump(mode="json"), advice])
+    assert str(REPO.resolve()) not in printed and sys.executable not in printed
+
+
+def test_a_soft_review_of_a_smoke_this_machine_runs_says_the_command_is_for_here() -> None:
+    """Near miss: the example's smoke helper does not refuse CPU, so its command is this machine's (cd, path)."""
+    section = review_path(DEMO / "recipes" / "vlm_kit").recipes[0]
+    smoke = next(row for row in section.validation if row.name == "smoke")
+    assert smoke.command is not None and smoke.command.startswith(f"cd {DEMO}")
+    advice = next(a for a in section.performance.advice if "smoke layer" in a)
+    assert advice.startswith("measure before claiming anything: run the smoke layer (here: `cd ")
+    assert advice.endswith("only a run on an accelerator is runtime compile validation")
+
+
+def test_the_soft_plan_gives_a_stage_the_change_touches_its_own_smoke_command() -> None:
+    rows = planned_layers(RECIPE, "kit", stages=["train"])
+    smoke = next(row for row in rows if row.name == "smoke")
+    assert [c.split("--config-name ")[1].split()[0] for c in smoke.commands] == ["big", "train"]

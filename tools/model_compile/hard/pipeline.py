@@ -132,7 +132,12 @@ ELSEWHERE = "on a machine with GPUs/NPUs, from the repository root: "
 def accelerator_commands(spec: LayerSpec, ctx: Context) -> list[str]:
     """The smoke commands for a machine with GPUs/NPUs, one per stage (opt-in switch, stage, world size from
     its mesh, compile on). They name no path of this machine: `python` is that machine's environment."""
-    rel_test = os.path.relpath(ctx.recipe_root / spec.test_file, ctx.repo_root)
+    return elsewhere_commands(spec, ctx.recipe_root, ctx.repo_root)
+
+
+def elsewhere_commands(spec: LayerSpec, recipe_root: Path, repo_root: Path) -> list[str]:
+    """`accelerator_commands` from the two roots alone (the report's plan has no run context)."""
+    rel_test = os.path.relpath(recipe_root / spec.test_file, repo_root)
     runs = spec.accelerator_runs or [spec.accelerator_options if spec.accelerator_options is not None else spec.options]
     return [shlex.join(["python", "-m", "pytest", rel_test, "-q", *options]) for options in runs]
 

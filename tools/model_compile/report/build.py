@@ -88,6 +88,16 @@ def _verdict(
     return "ready", f"no error finding; every layer passed on {hard.where}"
 
 
+def touched_stages(d: RecipeDiff) -> list[str]:
+    """The stage configs (`configs/<stage>.yaml`) among a recipe's changed files: each gets a smoke command."""
+    out = []
+    for f in d.files:
+        p = Path(f.path)
+        if p.parent.name == "configs" and p.suffix in (".yaml", ".yml") and f.change != "deleted":
+            out.append(p.stem)
+    return out
+
+
 def recipe_section(
     recipe: RecipeReport,
     recipe_dir: Path | None,
@@ -105,7 +115,8 @@ def recipe_section(
         errors = len(_errors(findings))
         rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds)]
         if recipe_dir is not None and recipe.compile_path != "none":
-            for row in planned_layers(recipe_dir, recipe.compile_path):
+            stages = touched_stages(diff) if diff is not None else None
+            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages):
                 if row.status == "not-run":
                     row.reason = hard_note or "soft review only (add --hard)"
                 rows.append(row)

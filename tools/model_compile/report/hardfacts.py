@@ -18,7 +18,8 @@ from typing import Any
 from model_compile.discover.recipes import repo_root_of
 from model_compile.hard import interpreter, rehearse
 from model_compile.hard.layers import plan
-from model_compile.hard.pipeline import in_repo, pytest_command
+from model_compile.hard.pipeline import ELSEWHERE, elsewhere_commands, in_repo, pytest_command
+from model_compile.hard.refusal import smoke_refusal
 from model_compile.hard.stageplan import labelled_prerequisites
 from model_compile.parse import test_options as conventions
 from model_compile.report.models import LayerRow
@@ -126,18 +127,23 @@ def _first_line(text: str | None) -> str | None:
     return lines[0][:300] if lines else None
 
 
-def planned_layers(recipe_root: Path, compile_path: str | None, python: str | None = None) -> list[LayerRow]:
+def planned_layers(
+    recipe_root: Path, compile_path: str | None, python: str | None = None, stages: list[str] | None = None
+) -> list[LayerRow]:
     """The runtime layers of a recipe, not run, each with the exact command that runs it.
 
     The same plan `validate --hard` runs: the options the recipe's conftest.py registers
-    (opt-in switches such as `--run-smoke`, `--world-size`), in the interpreter it would choose.
+    (opt-in switches such as `--run-smoke`, `--world-size`), in the interpreter it would choose,
+    one smoke command per stage that enables compile or that the change touches (`stages`).
+    A smoke whose helper refuses a CPU device (read from its source, nothing run) is a command
+    for a machine with GPUs/NPUs: `python` from the repository root, no path of this machine.
     """
     recipe_root = recipe_root.resolve()
     repo_root = repo_root_of(recipe_root) or recipe_root.parent
     interp = interpreter.resolve(repo_root, python)
     conv = conventions.read(recipe_root, repo_root)
     rows: list[LayerRow] = []
-    for spec in plan(recipe_root, None, None, [], compile_path, conv, 0, repo_root):
+    for spec in plan(recipe_root, None, None, [], compile_path, conv, 0, repo_root, stages):
         if spec.name == "smoke" and compile_path not in (None, "none"):
             command = rehearse.base_command(recipe_root, interp)
             rows.append(LayerRow(name="rehearsal", status="not-run", where="-", command=command))
@@ -147,16 +153,23 @@ def planned_layers(recipe_root: Path, compile_path: str | None, python: str | No
             runs = spec.accelerator_runs or [
                 spec.accelerator_options if spec.accelerator_options is not None else spec.options
             ]
-            commands = [in_repo(repo_root, pytest_command(interp, rel, list(options))) for options in runs]
             prereqs = labelled_prerequisites(spec.stage_runs)
+            if spec.name == "smoke" and smoke_refusal(recipe_root, repo_root, spec.test_file) is not None:
+                # As read_hard's rows for a refused smoke: the head line, then one command per stage.
+                head = ELSEWHERE.rstrip()
+                commands = elsewhere_commands(spec, recipe_root, repo_root)
+            else:
+                commands = [in_repo(repo_root, pytest_command(interp, rel, list(options))) for options in runs]
+                head = commands[0] if len(commands) == 1 else "one command per stage:"
+                commands = commands if len(commands) > 1 else []
             rows.append(
                 LayerRow(
                     name=spec.name,
                     status="not-run",
                     where="-",
-                    # As read_hard's rows: with several commands, `command` heads the list the renderers print.
-                    command=commands[0] if len(commands) == 1 else "one command per stage:",
-                    commands=commands if len(commands) > 1 else [],
+                    # As read_hard's rows: with a list of commands, `command` heads it.
+                    command=head,
+                    commands=commands,
                     prerequisites=prereqs,
                 )
             )

@@ -17,7 +17,7 @@ from model_compile.analyze import analyze_path, analyze_tree
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import Report
-from model_compile.report.build import as_untouched, build_change, build_tree
+from model_compile.report.build import as_untouched, build_change, build_tree, touched_stages
 from model_compile.report.models import ReviewReport
 from model_compile.review.models import DiffReport
 
@@ -226,16 +226,6 @@ def _untouched_report(
     return as_untouched(report, diff, str(path), note)
 
 
-def _touched_stages(d: Any) -> list[str]:
-    """The stage configs (`configs/<stage>.yaml`) among a recipe's changed files."""
-    out = []
-    for f in d.files:
-        p = Path(f.path)
-        if p.parent.name == "configs" and p.suffix in (".yaml", ".yml") and f.change != "deleted":
-            out.append(p.stem)
-    return out
-
-
 def _change_report(
     diff: DiffReport,
     head_report: Report | None,
@@ -261,6 +251,6 @@ def _change_report(
                 hard_notes[r.name] = f"--head {head} names a revision: check it out to run the runtime layers"
         else:  # the working tree, or HEAD when the tree is clean: the same files either way
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
-            stages = {d.name: _touched_stages(d) for d in diff.recipes}
+            stages = {d.name: touched_stages(d) for d in diff.recipes}
             hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages)
     return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)

@@ -208,10 +208,14 @@ def _advice(perf: PerformanceSection, recipe: RecipeReport, hard: HardFacts | No
         smoke = next((r for r in rows if r.name == "smoke"), None)
         if smoke is not None and smoke.command and smoke.status != "missing":
             commands = " ; ".join(f"`{c}`" for c in smoke.commands) if smoke.commands else f"`{smoke.command}`"
-            head = f"{smoke.command} " if smoke.commands else ""
-            out.append(
-                f"measure before claiming anything: run the smoke layer where an accelerator exists: {head}{commands}"
-            )
+            if smoke.command.startswith("on a machine"):  # the smoke's helper refuses CPU: that machine's command
+                out.append(f"measure before claiming anything: run the smoke layer {smoke.command} {commands}")
+            else:  # this machine's paths: the command runs here
+                head = f"{smoke.command} " if smoke.commands else ""
+                out.append(
+                    f"measure before claiming anything: run the smoke layer (here: {head}{commands}); only a run "
+                    "on an accelerator is runtime compile validation"
+                )
         return out
     gb, rc = perf.graph_breaks, perf.recompiles
     if perf.recompile_limit_hit:
