@@ -70,6 +70,13 @@ def test_write_applies_it_and_a_rerun_is_a_no_op(wired):
     assert "(already so)" in err
 
 
+def test_a_comma_separated_stage_list_names_the_same_stages(wired):
+    spaced = run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "train", "--reason", REASON)
+    commas = run_generate(str(wired / RECIPE_REL), "--enable", "stage2,train", "--reason", REASON)
+    assert spaced[0] == commas[0] == 0, commas[2]
+    assert commas[1] == spaced[1] and "configs/train.yaml" in commas[1] and f"+++ b/{STAGE2}" in commas[1]
+
+
 def test_disable_turns_it_off_and_drops_the_note(wired):
     assert run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--reason", REASON, "--write")[0] == 0
     _commit(wired)
@@ -86,6 +93,7 @@ def test_disable_turns_it_off_and_drops_the_note(wired):
             ["--enable", "stage9", "--reason", REASON],
             "no stage stage9 in recipes/toy_vlm/configs (stages: stage2, train)",
         ),
+        (["--enable", "stage2,stage9", "--reason", REASON], "no stage stage9 in recipes/toy_vlm/configs"),
         (["--enable", "stage2"], "pass --reason TEXT"),
         (["--enable", "stage2", "--mode", "fastest", "--reason", REASON], "argument --mode: invalid choice"),
         (["--enable", "stage2", "--backend", "tvm", "--reason", REASON], "argument --backend: invalid choice"),

@@ -51,10 +51,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         nargs="+",
         metavar="STAGE",
         default=[],
-        help="turn compile on in these stage YAMLs (configs/<STAGE>.yaml) of a recipe that already compiles; "
-        "needs --reason (the intent note MC203 asks for)",
+        help="turn compile on in these stage YAMLs (configs/<STAGE>.yaml) of a recipe that already compiles "
+        "(space- or comma-separated); needs --reason (the intent note MC203 asks for)",
     )
-    p.add_argument("--disable", nargs="+", metavar="STAGE", default=[], help="turn compile off in these stage YAMLs")
+    p.add_argument(
+        "--disable", nargs="+", metavar="STAGE", default=[], help="turn compile off in these stage YAMLs (as --enable)"
+    )
     p.add_argument("--write", action="store_true", help="apply the edit (default: print the diff)")
     p.add_argument(
         "--force",
@@ -71,6 +73,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.set_defaults(command=name)
 
 
+def _stage_names(values: list[str]) -> list[str]:
+    """`--enable stage2 stage3` and `--enable stage2,stage3` name the same stages."""
+    return [name for value in values for name in value.split(",") if name]
+
+
 def run(args: argparse.Namespace) -> int:
     from model_compile.generate.planning.plan import build_plan
     from model_compile.generate.planning.stage_switch import StageOptions, StagePlan, build_stage_plan
@@ -81,10 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if args.enable or args.disable:
         if args.path != "kit" or args.target or args.switch:
             raise InputError("--enable/--disable edit stage YAMLs only: drop --path, --target and --switch")
+        enable, disable = _stage_names(args.enable), _stage_names(args.disable)
         plan = build_stage_plan(
-            StageOptions(
-                args.recipe, args.enable, args.disable, backend=args.backend, mode=args.mode, reason=args.reason
-            )
+            StageOptions(args.recipe, enable, disable, backend=args.backend, mode=args.mode, reason=args.reason)
         )
     else:
         opts = Options(
