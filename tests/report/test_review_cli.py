@@ -170,3 +170,18 @@ def test_branch_review_is_not_hidden_by_untracked_files(tmp_path: Path, capsys: 
     report = ReviewReport.model_validate_json(out)
     assert code == 1 and report.scope.recipes == ["vlm_kit"]
     assert any("merge base" in n for n in report.scope.notes)
+
+
+def test_a_finding_the_change_removes_is_no_longer_reported_not_praised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report says what it knows: the finding is gone at head (fixed, or its code removed)."""
+    repo = git_repo(tmp_path / "r")
+    move_compile_after_wrap(repo)
+    git(repo, "commit", "-qam", "compile the wrapped model")
+    git(repo, "checkout", "-q", "-b", "fix")
+    git(repo, "revert", "--no-edit", "HEAD")
+    code, out, _ = _review(capsys, str(repo), "--base", "main", "--format", "text")
+    assert code == 0 and "no longer reported after this change: MC408 " in out, out
+    code, out, _ = _review(capsys, str(repo), "--base", "main", "--format", "markdown")
+    assert "### No longer reported after this change" in out and "Fixed by this change" not in out

@@ -112,6 +112,12 @@ def test_compile_turned_on_in_a_sharded_stage_makes_mc407_new(tmp_path: Path) ->
     assert not [f for f in rep.unchanged if f.rule == "MC407"]
     assert [(f.rule, f.superseded_by) for f in rep.superseded] == [("MC407", "MC407")]  # the base one is not "fixed"
     assert not [f for f in rep.fixed if f.rule == "MC407"]
+    from model_compile.report.render import markdown
+    from model_compile.report.run import review_path
+
+    md = markdown(review_path(root, base=base, head=head))
+    assert "### Superseded by a new finding on the same subject (not fixed)" in md and "stronger" not in md
+    assert "(replaced by the new MC407 finding)" in md
     # An unrelated edit keeps MC407 where it was: existing.
     (root / "recipes/vlm/README.md").write_text("# vlm\n\nmore\n")
     again = commit(root, "docs")

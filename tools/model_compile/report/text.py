@@ -126,7 +126,7 @@ def text(report: ReviewReport) -> str:
     if report.fixed:
         out.append("")
         out.append(
-            f"fixed by this change: {', '.join(f'{f.rule} {f.file}:{f.line}' for f in report.fixed[:MAX_FINDINGS])}"
+            f"no longer reported after this change: {', '.join(f'{f.rule} {f.file}:{f.line}' for f in report.fixed[:MAX_FINDINGS])}"
         )
     out.append("")
     out.append(f"exit {report.exit_code}; the whole report: --format markdown (or json)")
