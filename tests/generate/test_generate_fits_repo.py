@@ -214,3 +214,30 @@ def test_parity_test_is_not_generated_when_the_engine_lacks_its_hooks(tmp_path: 
     assert "parity test not generated: ToyVLMEngine has no get_batch, compute_loss" in err + out
     assert not (root / RECIPE_REL / "tests" / "skills" / "model-compile" / "test_compile_parity.py").exists()
     assert (root / RECIPE_REL / "tests" / "skills" / "model-compile" / "asserts.py").exists()
+
+
+OWN_ASSERTS = '''"""The recipe's own compile checks (written by a person)."""
+
+import inspect
+
+
+def test_engine_structure(engine_class):
+    source = inspect.getsource(engine_class.prepare_model)
+    assert "self.model_kit.apply_model_compile" in source
+    assert "compile" in source, "prepare_model must call apply_model_compile"
+'''
+
+
+def test_a_switch_names_the_recipes_own_asserts_that_expect_the_kit_call(repo):
+    """They are kept as written, and the output says which of them fail once the kit call is gone; an assert
+    that names the kit call only in its message (a near miss) is not one of them."""
+    recipe = str(repo / RECIPE_REL)
+    assert run_generate(recipe, "--write")[0] == 0
+    (repo / SKILL / "asserts.py").write_text(OWN_ASSERTS)
+    _commit(repo)
+    code, _, err = run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--switch")
+    assert code == 0, err
+    (note,) = [line for line in err.splitlines() if "expect the kit's apply_model_compile" in line]
+    assert "the structure test fails on them until they are updated" in note
+    assert note.endswith('`assert "self.model_kit.apply_model_compile" in source`')
+    assert 'assert "self.model_kit.apply_model_compile" in source' in (repo / SKILL / "asserts.py").read_text()
