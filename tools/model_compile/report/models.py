@@ -98,6 +98,11 @@ class Measure(BaseModel):
     value: int | None = None
     budget: int | None = None
     budget_source: str = Field(default="", description="where the budget comes from")
+    enforced: bool = Field(
+        default=False,
+        description="a check fails above the budget (the skill asserts' constants, or the smoke run's record); "
+        "false: the budget is only the default `model-compile generate` writes for the compile path",
+    )
     top: list[str] = Field(default_factory=list, description="top reasons, most frequent first")
 
 

@@ -82,7 +82,8 @@ def placement_section(recipe: RecipeReport, findings: Sequence[Finding]) -> Plac
 
 
 def read_budgets(recipe_dir: Path | None) -> tuple[int | None, int | None, str]:
-    """GRAPH_BREAK_BUDGET / RECOMPILE_BUDGET from the recipe's skill asserts, read statically."""
+    """GRAPH_BREAK_BUDGET / RECOMPILE_BUDGET from the recipe's skill asserts, read statically (only when a
+    check of the file reads them; otherwise no budget, and the source says why)."""
     if recipe_dir is None:
         return None, None, ""
     path = recipe_dir / DEST / "asserts.py"
@@ -100,6 +101,9 @@ def read_budgets(recipe_dir: Path | None) -> tuple[int | None, int | None, str]:
                 values[node.targets[0].id] = node.value.value
     if not values:
         return None, None, ""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if not used & set(values):  # set, but no check of the file reads them
+        return None, None, f"{DEST}/asserts.py sets {' and '.join(sorted(values))} but no check of it reads them"
     gb, rc = values.get("GRAPH_BREAK_BUDGET"), values.get("RECOMPILE_BUDGET")
     # the generated asserts hand the record to model_compile.runtime's violations(), which counts a limit hit
     source = f"{DEST}/asserts.py" + (
@@ -119,18 +123,20 @@ def performance_section(
         gb_budget, source = info["graph_break_budget"], "the smoke run's asserts"
     if rc_budget is None and isinstance(info.get("recompile_budget"), int):
         rc_budget = info["recompile_budget"]
-    if not source and recipe.compile_path != "none":
+    enforced = gb_budget is not None or rc_budget is not None
+    if not enforced and recipe.compile_path != "none":
+        # Nothing of the recipe's checks a budget: say so, and give the defaults generate would write.
         gb_budget = GRAPH_BREAK_BUDGETS.get(recipe.compile_path, 40)
         rc_budget = DEFAULT_RECOMPILE_BUDGET
         has_asserts = recipe_dir is not None and (recipe_dir / DEST / "asserts.py").is_file()
-        source = "the generated asserts' defaults (" + (
-            f"{DEST}/asserts.py sets no budget)"
+        source = source or (
+            f"{DEST}/asserts.py sets no GRAPH_BREAK_BUDGET or RECOMPILE_BUDGET"
             if has_asserts
-            else "the recipe has no skill asserts: nothing enforces them)"
+            else f"the recipe has no {DEST}/asserts.py"
         )
     perf = PerformanceSection(
-        graph_breaks=Measure(budget=gb_budget, budget_source=source),
-        recompiles=Measure(budget=rc_budget, budget_source=source),
+        graph_breaks=Measure(budget=gb_budget, budget_source=source, enforced=enforced),
+        recompiles=Measure(budget=rc_budget, budget_source=source, enforced=enforced),
     )
     if recipe.compile_path == "none":
         perf.unvalidated.append("nothing to measure: the recipe does not compile")

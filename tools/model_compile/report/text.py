@@ -8,7 +8,7 @@ the Mermaid chart, fixes) is in `--format markdown` / `json`.
 
 from __future__ import annotations
 
-from model_compile.report.models import LayerRow, RecipeSection, ReportFinding, ReviewReport
+from model_compile.report.models import LayerRow, Measure, RecipeSection, ReportFinding, ReviewReport
 
 MAX_FINDINGS = 6
 MAX_GAPS = 3
@@ -55,6 +55,12 @@ def _commands(rows: list[LayerRow]) -> list[str]:
     return out
 
 
+def _budget(m: Measure) -> str:
+    if m.budget is None:
+        return "no budget"
+    return f"budget {m.budget}" if m.enforced else f"no budget enforced; generate's default {m.budget}"
+
+
 def _recipe(r: RecipeSection) -> list[str]:
     change = f" ({r.change})" if r.change else ""
     out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason, LONG)}"]
@@ -89,8 +95,8 @@ def _recipe(r: RecipeSection) -> list[str]:
         out.append(
             _cut(
                 f"  measured ({perf.where}): first step {perf.first_step_s} s vs steady {perf.steady_state_s} s; "
-                f"graph breaks {perf.graph_breaks.value} (budget {perf.graph_breaks.budget}); "
-                f"recompiles {perf.recompiles.value} (budget {perf.recompiles.budget}); "
+                f"graph breaks {perf.graph_breaks.value} ({_budget(perf.graph_breaks)}); "
+                f"recompiles {perf.recompiles.value} ({_budget(perf.recompiles)}); "
                 f"recompile limit hit: {perf.recompile_limit_hit}; _orig_mod. keys: {perf.orig_mod_keys}"
             )
         )
