@@ -11,6 +11,8 @@ import git
 import pytest
 from gen_helpers import REASON, RECIPE_REL, make_repo, run_generate, snapshot
 
+from model_compile.errors import InputError
+from model_compile.generate.edits.test_files import merge_asserts, undefined_globals
 from model_compile.generate.style.repo_style import read_style
 from model_compile.recipe_tests import default_context, render_recipe_tests
 
@@ -241,3 +243,39 @@ def test_a_switch_names_the_recipes_own_asserts_that_expect_the_kit_call(repo):
     assert "the structure test fails on them until they are updated" in note
     assert note.endswith('`assert "self.model_kit.apply_model_compile" in source`')
     assert 'assert "self.model_kit.apply_model_compile" in source' in (repo / SKILL / "asserts.py").read_text()
+
+
+def test_merged_hooks_get_every_import_they_use(repo):
+    """`import importlib.util` binds `importlib`: the merge must add it when a merged hook calls
+    importlib.util.spec_from_file_location (it did not, and the smoke would have raised NameError)."""
+    recipe = str(repo / RECIPE_REL)
+    assert run_generate(recipe, "--write")[0] == 0
+    (repo / SKILL / "asserts.py").write_text(OWN_ASSERTS)
+    _commit(repo)
+    code, _, err = run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--switch")
+    assert code == 0, err
+    merged = (repo / SKILL / "asserts.py").read_text()
+    assert "importlib.util.spec_from_file_location" in merged and "\nimport importlib.util\n" in merged
+    assert undefined_globals(merged, "asserts.py") == []
+
+
+@pytest.mark.parametrize(
+    ("code", "missing"),
+    [
+        ("def f():\n    return helper()\n", ["helper"]),
+        ("import os.path\n\n\ndef f():\n    return os.path.join('a')\n", []),
+        ("def f():\n    return len([])\n", []),  # a builtin
+        ("def f():\n    global X\n    X = 1\n\n\ndef g():\n    return X\n", []),  # bound through `global`
+        ("from helpers import *\n\n\ndef f():\n    return helper()\n", []),  # unknown: a star import
+        ("class A:\n    size = LIMIT\n", ["LIMIT"]),  # a class body reads globals too
+        ("def f(helper):\n    return helper()\n", []),  # near miss: a parameter, not a global
+    ],
+)
+def test_undefined_globals(code: str, missing: list[str]) -> None:
+    assert undefined_globals(code, "m.py") == missing
+
+
+def test_a_merge_that_would_leave_a_name_undefined_is_refused(tmp_path: Path) -> None:
+    generated = "def assert_after_train_end(engine):\n    return _helper_we_did_not_bring(engine)\n"
+    with pytest.raises(InputError, match="would leave _helper_we_did_not_bring undefined there; nothing written"):
+        merge_asserts(OWN_ASSERTS, generated, "recipes/r/tests/skills/model-compile/asserts.py", tmp_path)

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+import symtable
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,9 +142,46 @@ def merge_asserts(existing: str, generated: str, rel: str, root: Path) -> tuple[
     for stmt in merged:
         stmt.visit(visitor)
     for mod, name, bound in _imports_of(new):
-        if bound in visitor.names:
+        if bound.split(".")[0] in visitor.names:  # `import importlib.util` binds `importlib`
             code = insert_import(code, mod, name, root=root)
+    missing = undefined_globals(code, rel)
+    if missing:  # a merge that would only fail when the smoke runs: refuse it now
+        raise InputError(
+            f"{rel}: merging the hooks would leave {', '.join(missing)} undefined there; nothing written "
+            "(--force replaces the file with model-compile's own)"
+        )
     return code, added, kept
+
+
+def undefined_globals(code: str, rel: str) -> list[str]:
+    """Global names the module's functions read that nothing at its top level binds (nor the builtins).
+
+    Unknown (empty) when the module has a star import or does not compile.
+    """
+    try:
+        table = symtable.symtable(code, rel, "exec")
+    except (SyntaxError, ValueError):
+        return []
+    if "*" in code and any(
+        isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.parse(code).body
+    ):
+        return []
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    known = bound | set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__"}
+    scopes, todo = [], list(table.get_children())
+    while todo:
+        child = todo.pop()
+        todo.extend(child.get_children())
+        scopes.append(child)
+    # `global X` then `X = ...` in a function binds X at the top level too
+    known |= {s.get_name() for c in scopes for s in c.get_symbols() if s.is_declared_global() and s.is_assigned()}
+    missing = {
+        s.get_name()
+        for c in scopes
+        for s in c.get_symbols()
+        if s.is_referenced() and s.is_global() and s.get_name() not in known
+    }
+    return sorted(missing)
 
 
 def plan_skill_tests(
