@@ -184,3 +184,26 @@ def test_no_sharding_note_where_the_wrapper_does_not_shard_per_block(repo):
     code, _, err = run_generate(str(repo / RECIPE_REL))
     assert code == 0, err
     assert "block by block" not in err
+
+
+def test_a_path_switch_names_the_smoke_run_of_each_stage_whose_mesh_shards(wired):
+    """The switch to regional is about the sharded stages: their smoke commands (own stage, own world size,
+    compile on) come with the default one; a stage whose mesh does not shard gets none (near miss: train)."""
+    stage = wired / STAGE2
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 4\n    tensor: 2\n")
+    (wired / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
+    (wired / RECIPE_REL / "tests" / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        '    parser.addoption("--config-name", default="train")\n'
+        '    parser.addoption("--world-size", type=int, default=1)\n'
+        '    parser.addoption("--config-override", action="append", default=[])\n'
+    )
+    _commit(wired)
+    code, _, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
+    assert code == 0, err
+    sharded = [line for line in err.splitlines() if "in a stage whose mesh shards the model" in line]
+    assert len(sharded) == 1 and "--config-name train" not in sharded[0]
+    assert (
+        "python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 --world-size 8 "
+        "--config-override model.compile.enabled=true  # stage2: 8 rank(s)" in sharded[0]
+    )

@@ -21,7 +21,7 @@ from model_compile.generate.edits.test_files import missing_recipe_tests, plan_s
 from model_compile.generate.edits.yaml_edit import edit_stage
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.options import Options
-from model_compile.generate.planning.sharding import sharding_notes
+from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes
 from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
 from model_compile.generate.style.formatting import Formatter, format_changes
@@ -278,13 +278,15 @@ def build_plan(opts: Options) -> Plan:
     for c in plan.changes:
         c.new = formatted.get(c.path, c.new)
 
+    facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
     if opts.path == "kit":
-        facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
         plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var)
     if commands["launch"]:
         plan.notes.append(f"run with compile on: {commands['launch']}")
     if commands["tests"]:
         plan.notes.append(f"recipe smoke test with compile on: {commands['tests']}")
+        for command in sharded_smoke_commands(files, facts):  # where the placement around sharding matters
+            plan.notes.append(f"smoke test with compile on in a stage whose mesh shards the model: {command}")
     if commands["tests_note"]:
         plan.notes.append(commands["tests_note"])
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})

@@ -9,7 +9,12 @@ command on the recipe's block container when the model's layout is known statica
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from model_compile.generate.edits.base_tests import WorldSize, mesh_world_size
 from model_compile.generate.planning import locate
+from model_compile.generate.style.repo_text import COMPILE_ON, read_repo_text
+from model_compile.parse import test_options
 from model_compile.parse.models import StageFacts
 
 WHOLE_MODEL_PATHS = ("kit", "direct", "fallback:post-wrap", "fallback:graph-break")
@@ -44,3 +49,39 @@ def sharding_notes(
             "(the block container is not known statically: the ModuleList of the model's repeated layers)"
         )
     return out
+
+
+def smoke_commands(
+    files: locate.RecipeFiles, stages: list[str], by_name: dict[str, Path], extra: list[str] | None = None
+) -> list[str]:
+    """The recipe's smoke test for each stage, with only the options its conftest.py registers
+    (`--config-name`, `--world-size` from the stage's mesh), then `extra`."""
+    text = read_repo_text(files)
+    if not text.has_smoke_test:
+        return []
+    conv = text.test_options
+    recipe = files.rel(files.recipe)
+    out = []
+    for stage in stages:
+        world: WorldSize = mesh_world_size(by_name[stage], files.rel(by_name[stage]))
+        cmd = [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")]
+        where = f"{stage}: {world.size} rank(s), {world.why}"
+        if conv.registers(test_options.CONFIG_NAME):
+            cmd.append(f"--config-name {stage}")
+        elif conv.smoke_config_name not in (None, stage):
+            where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
+        if conv.registers(test_options.WORLD_SIZE):
+            cmd.append(f"--world-size {world.size}")
+        out.append(f"{' '.join([*cmd, *(extra or [])])}  # {where}")
+    return out
+
+
+def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFacts]) -> list[str]:
+    """Compile on, in each stage whose mesh shards the model (`parallel.mesh.shard` > 1 or -1): the runs
+    where a compile path's placement around sharding matters, each on its mesh's world size (empty
+    without such a stage, a smoke test, or a --config-override option)."""
+    sharded = sorted(s for s in facts if facts[s].wrapping == "fsdp2")
+    if not sharded or not read_repo_text(files).test_options.registers(test_options.CONFIG_OVERRIDE):
+        return []
+    by_name = {p.stem: p for p in files.stages}
+    return smoke_commands(files, sharded, by_name, [test_options.CONFIG_OVERRIDE, COMPILE_ON])

@@ -23,12 +23,9 @@ from typing import Any
 import yaml
 
 from model_compile.errors import InputError
-from model_compile.generate.edits.base_tests import WorldSize, mesh_world_size
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.plan import FileChange, Plan, recipe_report
-from model_compile.generate.planning.sharding import sharding_notes
-from model_compile.generate.style.repo_text import read_repo_text
-from model_compile.parse import test_options
+from model_compile.generate.planning.sharding import sharding_notes, smoke_commands
 from model_compile.parse.documentation import parse_comment
 from model_compile.parse.stages import mapping_child, stage_facts
 from model_compile.vocabulary import BACKENDS, MODES
@@ -221,25 +218,3 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
     model_var = report.scope.model if report is not None else "model"
     plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var)
     return plan
-
-
-def smoke_commands(files: locate.RecipeFiles, stages: list[str], by_name: dict[str, Path]) -> list[str]:
-    """The recipe's smoke test for each enabled stage, with only the options its conftest.py registers."""
-    text = read_repo_text(files)
-    if not text.has_smoke_test:
-        return []
-    conv = text.test_options
-    recipe = files.rel(files.recipe)
-    out = []
-    for stage in stages:
-        world: WorldSize = mesh_world_size(by_name[stage], files.rel(by_name[stage]))
-        cmd = [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")]
-        where = f"{stage}: {world.size} rank(s), {world.why}"
-        if conv.registers(test_options.CONFIG_NAME):
-            cmd.append(f"--config-name {stage}")
-        elif conv.smoke_config_name not in (None, stage):
-            where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
-        if conv.registers(test_options.WORLD_SIZE):
-            cmd.append(f"--world-size {world.size}")
-        out.append(f"{' '.join(cmd)}  # {where}")
-    return out
