@@ -8,8 +8,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from model_compile.hard.models import HardReport, RecompileReason, RuntimeRecord
 from model_compile.hard.rehearsal_render import summary_lines
+from model_compile.hard.torch_pin import version_note
 
 
 def judge(report: HardReport) -> None:
@@ -45,6 +48,11 @@ def find_gaps(report: HardReport) -> list[str]:
     gaps: list[str] = []
     if report.environment.cpu_only:
         gaps.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
+    runtime = [
+        x for x in report.layers if x.name != "soft" and (x.started or x.status in ("passed", "failed", "timeout"))
+    ]
+    if runtime and (note := version_note(Path(report.repo_root), report.environment.torch)):
+        gaps.append(note)
     for layer in report.layers:
         if layer.status in ("not-run", "missing", "skipped", "unavailable"):
             gaps.append(f"{layer.name}: {layer.status}" + (f" - run: {layer.next_step}" if layer.next_step else ""))

@@ -1,0 +1,27 @@
+"""Runtime gaps the review names from a hard run's record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from report_helpers import demo_copy
+
+from model_compile.analyze import analyze_path
+from model_compile.report.build import build_tree
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "report"
+
+
+def test_a_review_of_a_run_on_another_torch_says_so(tmp_path: Path) -> None:
+    repo = demo_copy(tmp_path / "demo")
+    (repo / "pyproject.toml").write_text('[project]\nname = "demo"\ndependencies = ["torch==2.8.0"]\n')
+    recorded = json.loads((GOLDEN / "hard_vlm_kit_cpu.json").read_text())
+    recorded["repo_root"] = str(repo)
+    recipe = repo / "recipes" / "vlm_kit"
+    used = recorded["environment"]["torch"]
+    section = build_tree(analyze_path(recipe), recipe, hard={"vlm_kit": recorded}).recipes[0]
+    assert any(
+        u.startswith(f"torch {used} ran these checks, but the repository pins torch==2.8.0")
+        for u in section.performance.unvalidated
+    )
