@@ -49,6 +49,8 @@ def test_text_misplaced(repo: Path) -> None:
     out = text(review_path(repo / "recipes" / "vlm_kit"))
     assert out.startswith("model-compile review: NEEDS CHANGES")
     assert any(" MC408 " in line and "engine/vlm_kit_engine.py:" in line for line in out.splitlines())
+    misplaced = [line for line in out.splitlines() if line.startswith("  misplaced: ")]
+    assert misplaced and all(not line.endswith("…") for line in misplaced)  # the wiring lines keep their point
     _check("misplaced_compile.txt", _normalise(out, repo))
 
 

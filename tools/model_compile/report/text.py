@@ -13,7 +13,7 @@ from model_compile.report.models import LayerRow, Measure, RecipeSection, Report
 MAX_FINDINGS = 6
 MAX_GAPS = 3
 WIDTH = 160
-LONG = 480  # findings, rehearsal lines and gaps: one line each, never cut where their point is
+LONG = 480  # findings, wiring, rehearsal lines and gaps: one line each, never cut where their point is
 
 
 def _cut(text: str, width: int = WIDTH) -> str:
@@ -44,7 +44,7 @@ def _commands(rows: list[LayerRow]) -> list[str]:
             continue
         if row.prerequisites:
             out.append(f"  {row.name} needs first (missing here):")
-            out += [_cut(f"    - {item}") for item in row.prerequisites[:4]]
+            out += [_cut(f"    - {item}", LONG) for item in row.prerequisites[:4]]
             if len(row.prerequisites) > 4:
                 out.append(f"    (+{len(row.prerequisites) - 4} more)")
         if row.commands:
@@ -64,16 +64,16 @@ def _budget(m: Measure) -> str:
 def _recipe(r: RecipeSection) -> list[str]:
     change = f" ({r.change})" if r.change else ""
     out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason, LONG)}"]
-    out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}"))
+    out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}", LONG))
     p = r.placement
     targets = ", ".join(p.targets) or "no compiled target"
-    out.append(_cut(f"  target: {targets}" + (f"; placement: {p.summary}" if p.summary else "")))
+    out.append(_cut(f"  target: {targets}" + (f"; placement: {p.summary}" if p.summary else ""), LONG))
     if p.before is not None and p.before == p.after:
         out.append("  wiring: unchanged by the change")
     elif p.before is not None or p.after is not None:
-        out.append(_cut(f"  before -> after: {p.before or '-'} -> {p.after or '-'}"))
-    out += [_cut(f"  change: {c}") for c in p.changes[:3]]
-    out += [_cut(f"  misplaced: {m}") for m in p.misplaced[:2]]
+        out.append(_cut(f"  before -> after: {p.before or '-'} -> {p.after or '-'}", LONG))
+    out += [_cut(f"  change: {c}", LONG) for c in p.changes[:3]]
+    out += [_cut(f"  misplaced: {m}", LONG) for m in p.misplaced[:2]]
     if r.validation:
         width = max(len(row.name) for row in r.validation)
         out.append("  layers:")
