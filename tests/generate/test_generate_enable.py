@@ -53,12 +53,16 @@ def test_dry_run_shows_the_diff_and_writes_nothing(wired):
     assert f"+++ b/{STAGE2}" in out and "configs/train.yaml" not in out  # exactly the stage asked for
     assert f"+        enabled: true  # model-compile: enabled - {REASON}" in out  # the file's own 4-space indent
     assert "after this edit, compile path kit: 0 error(s)" in err and "MC203" not in err
+    hint = next(line for line in err.splitlines() if "not run by generate" in line)
+    assert "after --write (it runs the files on disk)" in hint
+    assert hint.endswith(f"model-compile rehearse {wired / RECIPE_REL} --config-name stage2")
 
 
 def test_write_applies_it_and_a_rerun_is_a_no_op(wired):
     args = (str(wired / RECIPE_REL), "--enable", "stage2", "--backend", "aot_eager", "--reason", REASON)
     code, _, err = run_generate(*args, "--write")
     assert code == 0, err
+    assert "model-compile: not run by generate: the rehearsal" in err  # written: it runs on what is on disk now
     text = (wired / STAGE2).read_text()
     assert "backend: aot_eager" in text and "optim: {lr: 2.0e-5}  # flow style stays as is" in text
     docs = comment_docs(yaml_comments(text), STAGE2)
@@ -82,6 +86,7 @@ def test_disable_turns_it_off_and_drops_the_note(wired):
     _commit(wired)
     code, _, err = run_generate(str(wired / RECIPE_REL), "--disable", "stage2", "--write")
     assert code == 0, err
+    assert "rehearse" not in err  # nothing compiles more than before
     text = (wired / STAGE2).read_text()
     assert "enabled: false" in text and "model-compile: enabled" not in text
 
