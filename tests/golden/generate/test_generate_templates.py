@@ -62,6 +62,7 @@ CASES = {
         "test_command": "python -m pytest recipes/toy/tests/test_smoke.py -q --run-smoke --config-override model.compile.enabled=true",
         "tests_note": "",
         "stage_file": "recipes/toy/configs/train.yaml",
+        "enabled_default": "False",
     },
 }
 LONG_REASON = (

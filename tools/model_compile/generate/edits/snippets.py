@@ -98,11 +98,14 @@ class Renderer:
         scope: str = "",
         eager: list[str] | None = None,
         commands: dict[str, str] | None = None,
+        enabled_default: str = "False",
     ) -> str:
-        """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax."""
+        """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax
+        (`enabled_default`: the schema's default of `model.compile.enabled`, as its source text)."""
         cmds = commands or {}
         return self.render(
             "readme/compile_section.md.j2",
+            enabled_default=enabled_default,
             hashes=hashes,
             kind=kind,
             target=target,

@@ -240,10 +240,20 @@ def build_plan(opts: Options) -> Plan:
         )
     else:
         scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
+    declared = report.config.schema_.fields.get("enabled") if report is not None else None
+    # the schema's own default when it declares `enabled` already; else the one generate writes (false)
+    default = declared.default_text if declared is not None and declared.present and declared.default_text else "False"
     new, note = edit_readme(
         old or "",
         lambda h: r.readme_section(
-            h, opts.path, readme_target, opts.reason or "", scope=scope.summary, eager=scope.eager, commands=commands
+            h,
+            opts.path,
+            readme_target,
+            opts.reason or "",
+            scope=scope.summary,
+            eager=scope.eager,
+            commands=commands,
+            enabled_default=default,
         ),
     )
     if new != old:
