@@ -13,7 +13,7 @@ import pytest
 
 from model_compile.cli import main
 from model_compile.errors import InputError
-from model_compile.hard.junit import parse_junit
+from model_compile.hard.junit import origin, parse_junit
 from model_compile.hard.runner import validate_hard
 
 REPO = Path(__file__).parent / "fixtures" / "repo"
@@ -172,6 +172,36 @@ def test_junit_parsing(tmp_path):
     assert counts.messages[0].startswith("t.bad: AssertionError: budget")
     assert counts.skip_reasons == ["t.skip: needs a GPU"]
     assert parse_junit(tmp_path / "absent.xml") is None
+
+
+CHAINED = """    def test_engine_structure(engine_class):
+>       assert "self.model_kit.apply_model_compile" in prepare_source
+E       AssertionError
+
+recipes/r/tests/skills/model-compile/asserts.py:35: AssertionError
+
+During handling of the above exception, another exception occurred:
+
+>           raise AssertionError(f"Engine structure test failed: {e}")
+E           AssertionError: Engine structure test failed:
+
+recipes/r/tests/test_structure.py:124: AssertionError"""
+
+
+def test_a_failure_re_raised_by_a_helper_names_where_it_was_first_raised(tmp_path):
+    """A helper that catches an assert and raises its own (empty) message hides the file and line that matter."""
+    xml = tmp_path / "j.xml"
+    failure = CHAINED.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    xml.write_text(
+        '<?xml version="1.0"?><testsuite tests="1" failures="1"><testcase classname="t" name="structure">'
+        f'<failure message="AssertionError: Engine structure test failed:">{failure}</failure></testcase></testsuite>'
+    )
+    (message,) = parse_junit(xml).messages
+    assert message.splitlines()[0] == (
+        "t.structure: AssertionError: Engine structure test failed: "
+        "(first raised at recipes/r/tests/skills/model-compile/asserts.py:35)"
+    )
+    assert origin("x.py:3: AssertionError") is None  # near miss: one place only, the message is its own
 
 
 def test_trace_summary_and_missing_tlparse(tmp_path, monkeypatch):

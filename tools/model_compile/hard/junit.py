@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -12,6 +13,17 @@ def _last_lines(text: str | None, n: int = 30) -> str:
     """The end of a traceback: where the assertion message is."""
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return "\n".join(lines[-n:])
+
+
+_RAISED = re.compile(r"^(\S+\.py):(\d+): [A-Za-z_.]*(?:Error|Exception|Exit|Failed)\b")
+
+
+def origin(text: str | None) -> str | None:
+    """`file:line` where the failure was first raised, when the traceback goes on from there (a helper that
+    catches an assertion and raises its own, possibly empty, message): pytest prints one `path:line: Error`
+    line per chained exception, the first raised first."""
+    places = [f"{m.group(1)}:{m.group(2)}" for ln in (text or "").splitlines() if (m := _RAISED.match(ln.strip()))]
+    return places[0] if len(places) > 1 else None
 
 
 def parse_junit(path: Path) -> TestCounts | None:
@@ -37,8 +49,10 @@ def parse_junit(path: Path) -> TestCounts | None:
                     counts.errors += 1
                 counts.failed_tests.append(name)
                 message = node.get("message") or ""
+                first = origin(node.text)
+                raised = f" (first raised at {first})" if first else ""
                 detail = _last_lines(node.text)
-                counts.messages.append(f"{name}: {message}\n{detail}".strip())
+                counts.messages.append(f"{name}: {message}{raised}\n{detail}".strip())
             elif skipped is not None:
                 counts.skipped += 1
                 counts.skip_reasons.append(f"{name}: {skipped.get('message') or ''}".strip())
