@@ -112,3 +112,20 @@ def test_wrapper_keys_are_detected():
     wrapped = torch.compile(Net(), backend="eager")
     assert rt.orig_mod_names(wrapped)[0].startswith("_orig_mod.")
     assert rt.compiled_modules(wrapped)[0]["kind"] == "wrapper"
+
+
+def test_a_recompile_limit_warning_keeps_its_guard_past_a_long_path() -> None:
+    import logging
+
+    handler = rt._LimitHandler()
+    path = "/home/someone/" + "deep/" * 40 + "mvp_engine/kit/loss/token_loss.py"
+    msg = (
+        "torch._dynamo hit config.recompile_limit (8)\n"
+        f"   function: 'torch_dynamo_resume_in_forward_at_258' ({path}:258)\n"
+        "   last reason: 2/7: tensor 'dict.__getitem__(___stack0, list(dict.keys(___stack0))[0])' size mismatch "
+        "at index 1. expected 79, actual 9\n"
+        'To log all recompilation reasons, use TORCH_LOGS="recompiles".'
+    )
+    handler.emit(logging.LogRecord("torch._dynamo", logging.WARNING, __file__, 1, msg, None, None))
+    (kept,) = handler.messages
+    assert kept.endswith("size mismatch at index 1. expected 79, actual 9") and "TORCH_LOGS" not in kept

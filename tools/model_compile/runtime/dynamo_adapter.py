@@ -170,7 +170,9 @@ class _LimitHandler(logging.Handler):
             return
         if any(m in msg for m in _LIMIT_MARKERS):
             lines = msg.strip().splitlines()
-            self.messages.append(" ".join(" ".join(lines[:3]).split())[:300])
+            # the limit, the frame (an absolute path) and its last failed guard: cut only past all three, which the
+            # report makes readable (`input_ids dim 1 changed 52 -> 69`); at 300 a long path cut the guard mid-name
+            self.messages.append(" ".join(" ".join(lines[:3]).split())[:1000])
 
 
 def _code_label(code: Any) -> str:
