@@ -17,6 +17,7 @@ from test_review_golden import _normalise as _normalise_md
 from model_compile.analyze import analyze_path
 from model_compile.cli import main
 from model_compile.report.build import build_tree
+from model_compile.report.models import ReportFinding
 from model_compile.report.run import review_path
 from model_compile.report.text import text
 
@@ -67,3 +68,22 @@ def test_cli_format_text(repo: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["review", str(repo), "--format", "text"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n== ") == 4 and out.rstrip().endswith("--format markdown (or json)")
+
+
+def test_every_new_finding_and_every_error_is_listed_the_rest_folded_with_their_kinds(repo: Path) -> None:
+    """A reviewer filtering on `new` must see them all in the compact text, however many there are."""
+    report = review_path(repo / "recipes" / "vlm_kit")
+    section = report.recipes[0]
+    base = ReportFinding(
+        rule="MC205", severity="info", file="configs/schema.py", line=1, message="m", fix="f", status="existing"
+    )
+    section.findings = [
+        *[base.model_copy(update={"line": i, "rule": "MC407", "status": "new"}) for i in range(1, 9)],
+        *[base.model_copy(update={"line": 20 + i}) for i in range(3)],
+        base.model_copy(update={"line": 30, "severity": "warning", "rule": "MC203"}),
+    ]
+    out = text(report)
+    listed = [line for line in out.splitlines() if line.startswith("    new info configs/schema.py:")]
+    assert len(listed) == 8  # more than MAX_FINDINGS, all shown
+    assert "existing info configs/schema.py:2" not in out
+    assert "(+4 more (existing info, existing warning): --format markdown or json)" in out

@@ -81,9 +81,15 @@ def _recipe(r: RecipeSection) -> list[str]:
     shown = [f for f in r.findings if not (r.compile_path.path == "none" and f.rule == "MC100")]
     if shown:
         out.append("  findings:")
-        out += ["  " + _finding(f) for f in shown[:MAX_FINDINGS]]
-        if len(shown) > MAX_FINDINGS:
-            out.append(f"    (+{len(shown) - MAX_FINDINGS} more: --format markdown or json)")
+        # every error and every finding the change makes new; the rest only up to MAX_FINDINGS in all
+        must = {id(f) for f in shown if f.status == "new" or f.severity == "error"}
+        rest = [f for f in shown if id(f) not in must]
+        fill = {id(f) for f in rest[: max(0, MAX_FINDINGS - len(must))]}
+        out += ["  " + _finding(f) for f in shown if id(f) in must or id(f) in fill]
+        left = [f for f in rest if id(f) not in fill]
+        if left:
+            kinds = sorted({f"{f.status + ' ' if f.status else ''}{f.severity}" for f in left})
+            out.append(f"    (+{len(left)} more ({', '.join(kinds)}): --format markdown or json)")
     commands = _commands(r.validation)
     if commands:
         out.append("  to run:")
