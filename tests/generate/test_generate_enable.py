@@ -212,3 +212,15 @@ def test_a_path_switch_names_the_smoke_run_of_each_stage_whose_mesh_shards(wired
         "python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 --world-size 8 "
         "--config-override model.compile.enabled=true  # stage2: 8 rank(s)" in sharded[0]
     )
+
+
+@pytest.mark.parametrize(
+    ("mode", "noted"),
+    [("max-autotune", True), ("reduce-overhead", True), ("max-autotune-no-cudagraphs", False), (None, False)],
+)
+def test_a_mode_that_records_cuda_graphs_says_so(wired, mode, noted):
+    argv = ["--enable", "stage2", "--reason", REASON] + (["--mode", mode] if mode else [])
+    code, _, err = run_generate(str(wired / RECIPE_REL), *argv)
+    assert code == 0, err
+    assert (f"stage2: mode {mode} turns on CUDA graphs" in err) is noted
+    assert ("max-autotune-no-cudagraphs tunes kernels without them" in err) is noted

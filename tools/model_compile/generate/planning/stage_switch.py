@@ -175,6 +175,9 @@ def _not_compiling(files: locate.RecipeFiles) -> str:
     return f'model-compile generate {recipe} --path regional --reason "..." --write'
 
 
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch._inductor.list_mode_options: triton.cudagraphs
+
+
 def build_stage_plan(opts: StageOptions) -> StagePlan:
     """Every stage edit in memory, the smoke commands for those stages, and what sharding means for them."""
     opts.check()
@@ -214,6 +217,15 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
         plan.stages[stage] = "enabled" if on else "disabled"
         shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in values.items())
         plan.notes.append(f"{rel}: model.compile {shown}" + ("" if new != texts[stage] else " (already so)"))
+    graphed = sorted(s for s in opts.enable if (opts.mode or facts[s].static_value("mode")[1]) in CUDA_GRAPH_MODES)
+    if graphed:
+        mode = opts.mode or facts[graphed[0]].static_value("mode")[1]
+        plan.notes.append(
+            f"{', '.join(graphed)}: mode {mode} turns on CUDA graphs (triton.cudagraphs, as "
+            "torch._inductor.list_mode_options shows): each new input shape records another graph and keeps its "
+            "memory; where shapes change per step (packed or variable-length batches), max-autotune-no-cudagraphs "
+            "tunes kernels without them"
+        )
     plan.commands = smoke_commands(files, opts.enable, by_name)
     model_var = report.scope.model if report is not None else "model"
     plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var)
