@@ -176,3 +176,26 @@ def test_every_commit_of_the_fixture_history_diffs(tmp_path, capsys):
     codes = [_diff(root, capsys, f"{c}~1", c)[0] for c in commits[:-1]]
     assert len(codes) == 7 and set(codes) <= {0, 1}
     assert "recipes/vlm/third_party/lib" in git(root, "ls-tree", "-r", "HEAD", "recipes/vlm")  # the entries stayed
+
+
+def test_a_deleted_blob_missing_from_the_clone_does_not_stop_rename_detection(tmp_path, capsys):
+    """Rename detection reads a deleted file's blob to pair it with an added one: when the clone lacks it,
+    the listing is redone without renames instead of failing (a merge of the reference history did)."""
+    root = _repo(tmp_path)
+    write(root, {"assets/logo.png": b"\x89PNG" + b"\0" * 64})
+    c1 = commit(root, "logo")
+    sha = git(root, "rev-parse", f"{c1}:assets/logo.png")
+    git(root, "rm", "-q", "assets/logo.png")
+    write(root, {"assets/logo2.png": b"\x89PNG" + b"\0" * 63 + b"\1", "recipes/vlm/README.md": "# vlm\n\nmoved\n"})
+    c2 = commit(root, "replace the logo")
+    obj = root / ".git" / "objects" / sha[:2] / sha[2:]
+    obj.chmod(0o644)
+    obj.unlink()
+    rc, out = _diff(root, capsys, c1, c2)
+    assert rc == 0
+    files = _files(out)
+    assert (
+        files["assets/logo.png"]["change"] == "deleted"
+        and "missing from this clone" in files["assets/logo.png"]["note"]
+    )
+    assert files["assets/logo2.png"]["change"] == "added" and files["recipes/vlm/README.md"]["note"] is None

@@ -324,10 +324,17 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     other = None if head.is_worktree else repo.commit(head.commit)
     if other is not None and other.hexsha == base_commit.hexsha:  # None: the working tree
         return []
+    renames = True
     try:
         raw = base_commit.diff(other)
     except git.GitCommandError as exc:
-        raise InputError(f"git diff failed: {git_error(exc)}") from None
+        # Rename detection reads the blobs of deleted and added files: one missing from the clone fails the
+        # whole listing. Without it the listing reads trees only (a rename then shows as delete + add).
+        try:
+            raw = base_commit.diff(other, no_renames=True)
+        except git.GitCommandError:
+            raise InputError(f"git diff failed: {git_error(exc)}") from None
+        renames = False
     unreadable: dict[str, str] = {}  # path -> missing sha
     for d in raw:
         for path, blob, mode in ((d.a_path, d.a_blob, d.a_mode), (d.b_path, d.b_blob, d.b_mode)):
@@ -337,7 +344,9 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     if unreadable:  # the patch pass must not ask git for what it cannot read
         paths = [".", *(f":(exclude,literal){p}" for p in sorted(unreadable))]
     try:
-        patches = base_commit.diff(other, create_patch=True, unified=0, paths=paths)
+        patches = base_commit.diff(
+            other, create_patch=True, unified=0, paths=paths, **({} if renames else {"no_renames": True})
+        )
     except git.GitCommandError as exc:
         raise InputError(f"git diff failed: {git_error(exc)}") from None
     patch_of: dict[str, bytes] = {}
