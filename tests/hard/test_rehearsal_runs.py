@@ -45,6 +45,9 @@ def test_a_frame_that_recompiles_per_length_fails_naming_the_frame_and_the_shape
     facts, _, _ = standalone(RECIPES / "lm_static", PY, Options(), tmp_path)
     assert facts.status == "failed"
     assert "recompile limit hit at step" in (facts.reason or "")
+    record = json.loads(Path(facts.record or "").read_text())  # the verdict is in the record, first
+    assert next(iter(record)) == "verdict" and record["verdict"]["status"] == "failed"
+    assert record["verdict"]["reason"] == facts.reason
     hit = facts.limit_hits[0]
     assert "rows padded to" in hit and "forward_with_checkpointing" in hit  # the shape and the frame
     assert len(facts.recompiles) >= 8

@@ -113,6 +113,12 @@ def run(
     interpret(facts, record, res, timeout_s)
     facts.graph_break_sites, facts.trace_compile_s = read_trace(out_dir / "trace", Path(plan.spec["repo_root"]))
     judge(facts)
+    if record:  # the child's `status` says only that it finished: the judged verdict goes first in the same file
+        verdict = {"status": facts.status, "reason": facts.reason, "judged_by": "model-compile (the parent process)"}
+        try:
+            result_path.write_text(json.dumps({"verdict": verdict, **record}, indent=2), encoding="utf-8")
+        except OSError:
+            pass
     return facts
 
 
