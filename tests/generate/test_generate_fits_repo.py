@@ -230,15 +230,21 @@ def test_engine_structure(engine_class):
 '''
 
 
-def test_a_switch_names_the_recipes_own_asserts_that_expect_the_kit_call(repo):
-    """They are kept as written, and the output says which of them fail once the kit call is gone; an assert
-    that names the kit call only in its message (a near miss) is not one of them."""
+def _switch_with_own_asserts(repo) -> str:
+    """Wire the kit, replace the skill asserts by a person's own file, then switch to regional: its stderr."""
     recipe = str(repo / RECIPE_REL)
     assert run_generate(recipe, "--write")[0] == 0
     (repo / SKILL / "asserts.py").write_text(OWN_ASSERTS)
     _commit(repo)
     code, _, err = run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--switch")
     assert code == 0, err
+    return err
+
+
+def test_a_switch_names_the_recipes_own_asserts_that_expect_the_kit_call(repo):
+    """They are kept as written, and the output says which of them fail once the kit call is gone; an assert
+    that names the kit call only in its message (a near miss) is not one of them."""
+    err = _switch_with_own_asserts(repo)
     (note,) = [line for line in err.splitlines() if "expect the kit's apply_model_compile" in line]
     assert "the structure test fails on them until they are updated" in note
     assert note.endswith('`assert "self.model_kit.apply_model_compile" in source`')
@@ -248,12 +254,7 @@ def test_a_switch_names_the_recipes_own_asserts_that_expect_the_kit_call(repo):
 def test_merged_hooks_get_every_import_they_use(repo):
     """`import importlib.util` binds `importlib`: the merge must add it when a merged hook calls
     importlib.util.spec_from_file_location (it did not, and the smoke would have raised NameError)."""
-    recipe = str(repo / RECIPE_REL)
-    assert run_generate(recipe, "--write")[0] == 0
-    (repo / SKILL / "asserts.py").write_text(OWN_ASSERTS)
-    _commit(repo)
-    code, _, err = run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--switch")
-    assert code == 0, err
+    _switch_with_own_asserts(repo)
     merged = (repo / SKILL / "asserts.py").read_text()
     assert "importlib.util.spec_from_file_location" in merged and "\nimport importlib.util\n" in merged
     assert undefined_globals(merged, "asserts.py") == []

@@ -139,6 +139,13 @@ def test_recipe_deleted(tmp_path, capsys):
     assert all(f["change"] == "deleted" for f in recipe["files"])
 
 
+def _drop_object(root: Path, sha: str) -> None:
+    """Delete a loose object: the clone now lacks it, as a partial or damaged one does."""
+    obj = root / ".git" / "objects" / sha[:2] / sha[2:]
+    obj.chmod(0o644)
+    obj.unlink()
+
+
 def test_blob_missing_from_the_clone(tmp_path, capsys):
     """A listed blob the object database lacks (a partial or damaged clone) is named, not fatal."""
     root = _repo(tmp_path)
@@ -146,9 +153,7 @@ def test_blob_missing_from_the_clone(tmp_path, capsys):
     write(root, {"docs/big.bin": b"\0" * 64, "recipes/vlm/README.md": "# vlm\n\nchanged\n"})
     c1 = commit(root, "big file")
     sha = git(root, "rev-parse", f"{c1}:docs/big.bin")
-    obj = root / ".git" / "objects" / sha[:2] / sha[2:]
-    obj.chmod(0o644)
-    obj.unlink()
+    _drop_object(root, sha)
     rc, out = _diff(root, capsys, c0, c1)
     assert rc == 0
     files = _files(out)
@@ -188,9 +193,7 @@ def test_a_deleted_blob_missing_from_the_clone_does_not_stop_rename_detection(tm
     git(root, "rm", "-q", "assets/logo.png")
     write(root, {"assets/logo2.png": b"\x89PNG" + b"\0" * 63 + b"\1", "recipes/vlm/README.md": "# vlm\n\nmoved\n"})
     c2 = commit(root, "replace the logo")
-    obj = root / ".git" / "objects" / sha[:2] / sha[2:]
-    obj.chmod(0o644)
-    obj.unlink()
+    _drop_object(root, sha)
     rc, out = _diff(root, capsys, c1, c2)
     assert rc == 0
     files = _files(out)
