@@ -224,3 +224,30 @@ def test_a_mode_that_records_cuda_graphs_says_so(wired, mode, noted):
     assert code == 0, err
     assert (f"stage2: mode {mode} turns on CUDA graphs" in err) is noted
     assert ("max-autotune-no-cudagraphs tunes kernels without them" in err) is noted
+
+
+def test_the_readme_commands_run_the_stage_that_enables_compile(wired):
+    """A recipe whose only compiling stage is stage2: the README's run and smoke commands are stage2's (its
+    config file, --config-name, its mesh's world size), not the first stage's; near miss: none enabled."""
+    stage = wired / STAGE2
+    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 4\n    tensor: 2\n")
+    (wired / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
+    (wired / RECIPE_REL / "tests" / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        '    parser.addoption("--config-name", default="train")\n'
+        '    parser.addoption("--world-size", type=int, default=1)\n'
+        '    parser.addoption("--config-override", action="append", default=[])\n'
+    )
+    _commit(wired)
+    code, out, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
+    assert code == 0, err
+    assert "set `model.compile.enabled` to `true` in `recipes/toy_vlm/configs/train.yaml`" in out  # none enabled
+    assert run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--reason", REASON, "--write")[0] == 0
+    _commit(wired)
+    code, out, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
+    assert code == 0, err
+    assert "`recipes/toy_vlm/configs/stage2.yaml`" in out
+    assert (
+        "+python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 --world-size 8 "
+        "--config-override model.compile.enabled=true" in out
+    )

@@ -13,6 +13,7 @@ from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport
 from model_compile.generate.edits import engine_edit
+from model_compile.generate.edits.base_tests import mesh_world_size
 from model_compile.generate.edits.import_order import insert_import
 from model_compile.generate.edits.readme_edit import edit_readme
 from model_compile.generate.edits.schema_edit import edit_schema, model_classes
@@ -26,7 +27,7 @@ from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
 from model_compile.generate.style.formatting import Formatter, format_changes
 from model_compile.generate.style.repo_style import RepoStyle, read_style
-from model_compile.generate.style.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
+from model_compile.generate.style.repo_text import RepoText, body_indent, read_repo_text, run_commands, wrap_reason
 from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions, planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
@@ -216,7 +217,8 @@ def build_plan(opts: Options) -> Plan:
         repo_text.test_options = planned
     if "test_smoke.py" in {p.name for p in base_files.files}:
         repo_text.has_smoke_test = True
-    commands = run_commands(files, repo_text, stage_name)
+    run_stage, run_options = _run_stage(files, repo_text, stage_name)
+    commands = run_commands(files, repo_text, run_stage, run_options)
 
     # 3. stage YAMLs
     for stage in files.stages:
@@ -302,6 +304,27 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
+
+
+def _run_stage(files: locate.RecipeFiles, text: RepoText, default: str) -> tuple[str, list[str]]:
+    """The stage the README's and the notes' commands run, and the smoke options it needs: the first stage
+    that enables compile today (a stage3-only change runs stage3, on its mesh's world size), else `default`."""
+    enabled = []
+    for path in files.stages:
+        known, value = stage_facts(_read(path), files.rel(path), path.stem).static_value("enabled")
+        if known and value is True:
+            enabled.append(path.stem)
+    if not enabled or default in enabled:
+        return default, []
+    stage = sorted(enabled)[0]
+    conv = text.test_options
+    options: list[str] = []
+    if conv.registers(test_options.CONFIG_NAME):
+        options += [test_options.CONFIG_NAME, stage]
+    if conv.registers(test_options.WORLD_SIZE):
+        path = next(p for p in files.stages if p.stem == stage)
+        options += [test_options.WORLD_SIZE, str(mesh_world_size(path, files.rel(path)).size)]
+    return stage, options
 
 
 def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:

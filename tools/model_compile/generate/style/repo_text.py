@@ -90,15 +90,26 @@ def wrap_reason(reason: str, kind: str, indent: int, width: int) -> list[str]:
     return lines
 
 
-def run_commands(files: RecipeFiles, text: RepoText, stage: str) -> dict[str, str]:
-    """The commands a README or a note prints: `launch`, `tests`, `stage_file`, and what the tests lack."""
+def run_commands(
+    files: RecipeFiles, text: RepoText, stage: str, smoke_options: list[str] | None = None
+) -> dict[str, str]:
+    """The commands a README or a note prints: `launch`, `tests`, `stage_file`, and what the tests lack.
+
+    `stage`: the stage they run (the launch command's config file of this recipe is pointed at it);
+    `smoke_options`: what the smoke test needs for that stage (`--config-name`, `--world-size`)."""
     recipe = files.rel(files.recipe)
     out = {"launch": "", "tests": "", "stage_file": f"{recipe}/configs/{stage}.yaml", "tests_note": ""}
     if text.launch is not None:
-        out["launch"] = text.launch.with_override(COMPILE_ON)
+        launch = text.launch.with_override(COMPILE_ON)
+        pattern = re.compile(rf"((?:\./)?{re.escape(recipe)}/configs/)[\w.-]+?(\.ya?ml)\b")
+        if len(pattern.findall(launch)) == 1:  # one config file of this recipe: the stage's own
+            launch = pattern.sub(lambda m: f"{m.group(1)}{stage}{m.group(2)}", launch)
+        out["launch"] = launch
     if text.has_smoke_test:
         conv = text.test_options
-        cmd = " ".join([f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")])
+        cmd = " ".join(
+            [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke"), *(smoke_options or [])]
+        )
         if conv.registers(test_options.CONFIG_OVERRIDE):
             out["tests"] = f"{cmd} --config-override {COMPILE_ON}"
         else:
