@@ -134,7 +134,9 @@ def layer(
         options,
         python_flag(interp),
     )
-    where = f"{facts.label}, {interp.path}"
+    # the backend in the table itself: a pass with aot_eager says nothing of inductor's numerics
+    backend = f", backend {facts.backend}" if facts.backend else ""
+    where = f"{facts.label}{backend}, {interp.path}"
     return rehearsal.to_layer(facts, cmd, str(repo_root), where), facts
 
 
