@@ -191,9 +191,8 @@ def test_no_sharding_note_where_the_wrapper_does_not_shard_per_block(repo):
     assert "block by block" not in err
 
 
-def test_a_path_switch_names_the_smoke_run_of_each_stage_whose_mesh_shards(wired):
-    """The switch to regional is about the sharded stages: their smoke commands (own stage, own world size,
-    compile on) come with the default one; a stage whose mesh does not shard gets none (near miss: train)."""
+def _shard_stage2_with_a_smoke_test(wired):
+    """stage2 on a 4 x 2 mesh (shard 4), and a smoke test whose conftest.py registers the stage options."""
     stage = wired / STAGE2
     stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 4\n    tensor: 2\n")
     (wired / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
@@ -204,6 +203,12 @@ def test_a_path_switch_names_the_smoke_run_of_each_stage_whose_mesh_shards(wired
         '    parser.addoption("--config-override", action="append", default=[])\n'
     )
     _commit(wired)
+
+
+def test_a_path_switch_names_the_smoke_run_of_each_stage_whose_mesh_shards(wired):
+    """The switch to regional is about the sharded stages: their smoke commands (own stage, own world size,
+    compile on) come with the default one; a stage whose mesh does not shard gets none (near miss: train)."""
+    _shard_stage2_with_a_smoke_test(wired)
     code, _, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
     assert code == 0, err
     sharded = [line for line in err.splitlines() if "in a stage whose mesh shards the model" in line]
@@ -229,16 +234,7 @@ def test_a_mode_that_records_cuda_graphs_says_so(wired, mode, noted):
 def test_the_readme_commands_run_the_stage_that_enables_compile(wired):
     """A recipe whose only compiling stage is stage2: the README's run and smoke commands are stage2's (its
     config file, --config-name, its mesh's world size), not the first stage's; near miss: none enabled."""
-    stage = wired / STAGE2
-    stage.write_text(stage.read_text() + "parallel:\n  mesh:\n    shard: 4\n    tensor: 2\n")
-    (wired / RECIPE_REL / "tests" / "test_smoke.py").write_text("def test_smoke():\n    pass\n")
-    (wired / RECIPE_REL / "tests" / "conftest.py").write_text(
-        "def pytest_addoption(parser):\n"
-        '    parser.addoption("--config-name", default="train")\n'
-        '    parser.addoption("--world-size", type=int, default=1)\n'
-        '    parser.addoption("--config-override", action="append", default=[])\n'
-    )
-    _commit(wired)
+    _shard_stage2_with_a_smoke_test(wired)
     code, out, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
     assert code == 0, err
     assert "set `model.compile.enabled` to `true` in `recipes/toy_vlm/configs/train.yaml`" in out  # none enabled
