@@ -22,7 +22,7 @@ from model_compile.generate.edits.test_files import missing_recipe_tests, plan_s
 from model_compile.generate.edits.yaml_edit import edit_stage
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.options import Options
-from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes
+from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes, stage_options
 from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
 from model_compile.generate.style.formatting import Formatter, format_changes
@@ -32,6 +32,7 @@ from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
 from model_compile.parse import test_options
+from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
 from model_compile.recipe_tests import default_context, planned_recipe_tests
 
@@ -217,7 +218,8 @@ def build_plan(opts: Options) -> Plan:
         repo_text.test_options = planned
     if "test_smoke.py" in {p.name for p in base_files.files}:
         repo_text.has_smoke_test = True
-    run_stage, run_options = _run_stage(files, repo_text, stage_name)
+    facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}  # as on disk now
+    run_stage, run_options = _run_stage(files, facts, repo_text, stage_name)
     commands = run_commands(files, repo_text, run_stage, run_options)
 
     # 3. stage YAMLs
@@ -290,7 +292,6 @@ def build_plan(opts: Options) -> Plan:
     for c in plan.changes:
         c.new = formatted.get(c.path, c.new)
 
-    facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
     if opts.path == "kit":
         plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var)
     if commands["launch"]:
@@ -306,25 +307,16 @@ def build_plan(opts: Options) -> Plan:
     return plan
 
 
-def _run_stage(files: locate.RecipeFiles, text: RepoText, default: str) -> tuple[str, list[str]]:
+def _run_stage(
+    files: locate.RecipeFiles, facts: dict[str, StageFacts], text: RepoText, default: str
+) -> tuple[str, list[str]]:
     """The stage the README's and the notes' commands run, and the smoke options it needs: the first stage
     that enables compile today (a stage3-only change runs stage3, on its mesh's world size), else `default`."""
-    enabled = []
-    for path in files.stages:
-        known, value = stage_facts(_read(path), files.rel(path), path.stem).static_value("enabled")
-        if known and value is True:
-            enabled.append(path.stem)
+    enabled = sorted(name for name, f in facts.items() if f.static_value("enabled")[1] is True)
     if not enabled or default in enabled:
         return default, []
-    stage = sorted(enabled)[0]
-    conv = text.test_options
-    options: list[str] = []
-    if conv.registers(test_options.CONFIG_NAME):
-        options += [test_options.CONFIG_NAME, stage]
-    if conv.registers(test_options.WORLD_SIZE):
-        path = next(p for p in files.stages if p.stem == stage)
-        options += [test_options.WORLD_SIZE, str(mesh_world_size(path, files.rel(path)).size)]
-    return stage, options
+    path = next(p for p in files.stages if p.stem == enabled[0])
+    return enabled[0], stage_options(text.test_options, enabled[0], mesh_world_size(path, files.rel(path)))
 
 
 def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from model_compile.generate.edits.base_tests import WorldSize, mesh_world_size
 from model_compile.generate.planning import locate
-from model_compile.generate.style.repo_text import COMPILE_ON, read_repo_text
+from model_compile.generate.style.repo_text import COMPILE_ON, RepoText, read_repo_text
 from model_compile.parse import test_options
 from model_compile.parse.models import StageFacts
 
@@ -51,12 +51,27 @@ def sharding_notes(
     return out
 
 
+def stage_options(conv: test_options.Conventions, stage: str, world: WorldSize) -> list[str]:
+    """What the smoke test needs to run `stage`: `--config-name` and `--world-size` (its mesh's), each only
+    when the recipe's conftest.py registers it."""
+    options: list[str] = []
+    if conv.registers(test_options.CONFIG_NAME):
+        options += [test_options.CONFIG_NAME, stage]
+    if conv.registers(test_options.WORLD_SIZE):
+        options += [test_options.WORLD_SIZE, str(world.size)]
+    return options
+
+
 def smoke_commands(
-    files: locate.RecipeFiles, stages: list[str], by_name: dict[str, Path], extra: list[str] | None = None
+    files: locate.RecipeFiles,
+    stages: list[str],
+    by_name: dict[str, Path],
+    extra: list[str] | None = None,
+    text: RepoText | None = None,
 ) -> list[str]:
-    """The recipe's smoke test for each stage, with only the options its conftest.py registers
-    (`--config-name`, `--world-size` from the stage's mesh), then `extra`."""
-    text = read_repo_text(files)
+    """The recipe's smoke test for each stage, with `stage_options`, then `extra` (`text`: the recipe's
+    read_repo_text, when the caller has it)."""
+    text = text or read_repo_text(files)
     if not text.has_smoke_test:
         return []
     conv = text.test_options
@@ -66,13 +81,9 @@ def smoke_commands(
         world: WorldSize = mesh_world_size(by_name[stage], files.rel(by_name[stage]))
         cmd = [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")]
         where = f"{stage}: {world.size} rank(s), {world.why}"
-        if conv.registers(test_options.CONFIG_NAME):
-            cmd.append(f"--config-name {stage}")
-        elif conv.smoke_config_name not in (None, stage):
+        if not conv.registers(test_options.CONFIG_NAME) and conv.smoke_config_name not in (None, stage):
             where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
-        if conv.registers(test_options.WORLD_SIZE):
-            cmd.append(f"--world-size {world.size}")
-        out.append(f"{' '.join([*cmd, *(extra or [])])}  # {where}")
+        out.append(f"{' '.join([*cmd, *stage_options(conv, stage, world), *(extra or [])])}  # {where}")
     return out
 
 
@@ -81,7 +92,8 @@ def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFact
     where a compile path's placement around sharding matters, each on its mesh's world size (empty
     without such a stage, a smoke test, or a --config-override option)."""
     sharded = sorted(s for s in facts if facts[s].wrapping == "fsdp2")
-    if not sharded or not read_repo_text(files).test_options.registers(test_options.CONFIG_OVERRIDE):
+    text = read_repo_text(files) if sharded else None
+    if text is None or not text.test_options.registers(test_options.CONFIG_OVERRIDE):
         return []
     by_name = {p.stem: p for p in files.stages}
-    return smoke_commands(files, sharded, by_name, [test_options.CONFIG_OVERRIDE, COMPILE_ON])
+    return smoke_commands(files, sharded, by_name, [test_options.CONFIG_OVERRIDE, COMPILE_ON], text)
