@@ -294,6 +294,10 @@ class HardReport(BaseModel):
         default_factory=list,
         description="what this run did not establish: layers not run, CPU-only, graph breaks, recompiles, latency",
     )
+    torch_note: str | None = Field(
+        default=None,
+        description="when a runtime layer ran on another torch release than the repository's pyproject.toml pins",
+    )
     verdict: Verdict = "incomplete"
     summary: str = ""
     rehearsal: RehearsalFacts | None = Field(default=None, description="the rehearsal layer's figures, when it ran")

@@ -40,6 +40,10 @@ def judge(report: HardReport) -> None:
         report.summary = "every layer passed"
     if report.environment.cpu_only and report.verdict != "failed":
         report.summary += " (cpu-only: rerun the commands on a GPU/NPU machine to check compiled behaviour there)"
+    runtime = [
+        x for x in report.layers if x.name != "soft" and (x.started or x.status in ("passed", "failed", "timeout"))
+    ]
+    report.torch_note = version_note(Path(report.repo_root), report.environment.torch) if runtime else None
     report.gaps = find_gaps(report)
 
 
@@ -48,11 +52,8 @@ def find_gaps(report: HardReport) -> list[str]:
     gaps: list[str] = []
     if report.environment.cpu_only:
         gaps.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
-    runtime = [
-        x for x in report.layers if x.name != "soft" and (x.started or x.status in ("passed", "failed", "timeout"))
-    ]
-    if runtime and (note := version_note(Path(report.repo_root), report.environment.torch)):
-        gaps.append(note)
+    if report.torch_note:
+        gaps.append(report.torch_note)
     for layer in report.layers:
         if layer.status in ("not-run", "missing", "skipped", "unavailable"):
             gaps.append(f"{layer.name}: {layer.status}" + (f" - run: {layer.next_step}" if layer.next_step else ""))

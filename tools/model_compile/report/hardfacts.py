@@ -21,6 +21,7 @@ from model_compile.hard.layers import plan
 from model_compile.hard.pipeline import ELSEWHERE, elsewhere_commands, in_repo, pytest_command
 from model_compile.hard.refusal import smoke_refusal
 from model_compile.hard.stageplan import labelled_prerequisites
+from model_compile.hard.torch_pin import version_note
 from model_compile.parse import test_options as conventions
 from model_compile.report.models import LayerRow
 
@@ -42,6 +43,7 @@ class HardFacts:
     trace: dict[str, Any] | None = None
     out_dir: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    torch_note: str | None = None  # a runtime layer ran on another torch than the repository pins
 
 
 def _as_dict(report: Any) -> dict[str, Any]:
@@ -114,7 +116,15 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
         trace=data.get("trace"),
         out_dir=data.get("out_dir"),
         raw=data,
+        torch_note=data["torch_note"] if "torch_note" in data else _torch_note(data, rows),
     )
+
+
+def _torch_note(data: dict[str, Any], rows: list[LayerRow]) -> str | None:
+    """What a report written before `torch_note` existed would have said, from its own fields."""
+    if not any(r.started for r in rows if r.name != "soft"):
+        return None
+    return version_note(Path(data.get("repo_root") or "."), (data.get("environment") or {}).get("torch"))
 
 
 _STATUSES = {"passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"}

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.findings.models import RecipeReport
-from model_compile.hard.torch_pin import version_note
 from model_compile.recipe_tests import DEFAULT_RECOMPILE_BUDGET, DEST, GRAPH_BREAK_BUDGETS
 from model_compile.report.hardfacts import HardFacts
 from model_compile.report.mermaid import flowchart
@@ -191,11 +190,8 @@ def _unvalidated(perf: PerformanceSection, hard: HardFacts | None, rows: list[La
         rows = [r for r in rows if r.status != "not-run"]
     elif hard.cpu_only:
         out.append("no accelerator: runtime results are CPU-only; compiled speed and GPU/NPU numerics not validated")
-    if hard is not None and any(r.started for r in rows if r.name != "soft"):  # a runtime layer ran here
-        env = hard.raw.get("environment") or {}
-        note = version_note(Path(hard.raw.get("repo_root") or "."), env.get("torch"))
-        if note:
-            out.append(note)
+    if hard is not None and hard.torch_note:
+        out.append(hard.torch_note)
     for row in rows:
         if (
             row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout")
