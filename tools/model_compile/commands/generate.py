@@ -24,7 +24,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from model_compile.errors import InputError
 from model_compile.generate.planning.options import Options
@@ -185,19 +185,19 @@ def run(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"  {command}\n")
         elif plan.stages and any(v == "enabled" for v in plan.stages.values()):
             sys.stderr.write(f"model-compile: {plan.recipe.name} has no tests/test_smoke.py: no smoke command to run\n")
-    _rehearsal_hint(str(args.recipe), plan, changed, args.write)
+    if changed:
+        _rehearsal_hint(str(args.recipe), plan.stages if isinstance(plan, StagePlan) else None, args.write)
     return code
 
 
-def _rehearsal_hint(recipe: str, plan: Any, changed: list[Any], written: bool) -> None:
-    """generate reviews statically only: the command that tries compile here, on a tiny model, per enabled stage."""
-    if not changed:
-        return
-    stages = [name for name, value in (getattr(plan, "stages", None) or {}).items() if value == "enabled"]
-    base = f"model-compile rehearse {shlex.quote(recipe)}"
-    commands = [f"{base} --config-name {shlex.quote(s)}" for s in stages] if stages else [base]
-    if not stages and getattr(plan, "stages", None):
+def _rehearsal_hint(recipe: str, stages: dict[str, str] | None, written: bool) -> None:
+    """generate reviews statically only: the command that tries compile here, on a tiny model, per enabled stage
+    (`stages`: what a stage edit did to each stage; None for a wiring edit)."""
+    enabled = [name for name, value in (stages or {}).items() if value == "enabled"]
+    if stages and not enabled:
         return  # only --disable: nothing compiles more than before
+    base = f"model-compile rehearse {shlex.quote(recipe)}"
+    commands = [f"{base} --config-name {shlex.quote(s)}" for s in enabled] if enabled else [base]
     when = "" if written else "after --write (it runs the files on disk), "
     sys.stderr.write(
         f"model-compile: not run by generate: {when}the rehearsal (a tiny model of the recipe's architecture, eager "

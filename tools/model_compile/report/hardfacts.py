@@ -160,15 +160,15 @@ def planned_layers(
         test = recipe_root / spec.test_file
         rel = os.path.relpath(test, repo_root)
         if test.is_file():
-            runs = spec.accelerator_runs or [
-                spec.accelerator_options if spec.accelerator_options is not None else spec.options
-            ]
             prereqs = labelled_prerequisites(spec.stage_runs)
             if spec.name == "smoke" and smoke_refusal(recipe_root, repo_root, spec.test_file) is not None:
                 # As read_hard's rows for a refused smoke: the head line, then one command per stage.
                 head = ELSEWHERE.rstrip()
                 commands = elsewhere_commands(spec, recipe_root, repo_root)
             else:
+                runs = spec.accelerator_runs or [
+                    spec.accelerator_options if spec.accelerator_options is not None else spec.options
+                ]
                 commands = [in_repo(repo_root, pytest_command(interp, rel, list(options))) for options in runs]
                 head = commands[0] if len(commands) == 1 else "one command per stage:"
                 commands = commands if len(commands) > 1 else []

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 from gitdb.exc import BadName, BadObject
@@ -324,17 +325,17 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     other = None if head.is_worktree else repo.commit(head.commit)
     if other is not None and other.hexsha == base_commit.hexsha:  # None: the working tree
         return []
-    renames = True
+    renames: dict[str, Any] = {}  # git's rename detection, unless the listing cannot afford it
     try:
         raw = base_commit.diff(other)
     except git.GitCommandError as exc:
         # Rename detection reads the blobs of deleted and added files: one missing from the clone fails the
         # whole listing. Without it the listing reads trees only (a rename then shows as delete + add).
+        renames = {"no_renames": True}
         try:
-            raw = base_commit.diff(other, no_renames=True)
+            raw = base_commit.diff(other, **renames)
         except git.GitCommandError:
             raise InputError(f"git diff failed: {git_error(exc)}") from None
-        renames = False
     unreadable: dict[str, str] = {}  # path -> missing sha
     for d in raw:
         for path, blob, mode in ((d.a_path, d.a_blob, d.a_mode), (d.b_path, d.b_blob, d.b_mode)):
@@ -344,9 +345,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     if unreadable:  # the patch pass must not ask git for what it cannot read
         paths = [".", *(f":(exclude,literal){p}" for p in sorted(unreadable))]
     try:
-        patches = base_commit.diff(
-            other, create_patch=True, unified=0, paths=paths, **({} if renames else {"no_renames": True})
-        )
+        patches = base_commit.diff(other, create_patch=True, unified=0, paths=paths, **renames)
     except git.GitCommandError as exc:
         raise InputError(f"git diff failed: {git_error(exc)}") from None
     patch_of: dict[str, bytes] = {}

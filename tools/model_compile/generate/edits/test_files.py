@@ -27,6 +27,7 @@ from model_compile.errors import InputError
 from model_compile.generate.edits import base_tests
 from model_compile.generate.edits.cst_util import assigned_name
 from model_compile.generate.edits.import_order import insert_import
+from model_compile.parse.python import source_lines
 from model_compile.recipe_tests import MARKER
 
 RelOf = Callable[[Path], str]  # a path as the output shows it (relative to the repository)
@@ -233,7 +234,7 @@ def _kit_checks_note(old: str, shown: str, compile_path: str) -> str:
         module = ast.parse(old)
     except SyntaxError:
         module = None
-    lines = old.splitlines()
+    lines = source_lines(old)
     found = [
         f"`{' '.join(lines[node.lineno - 1].split())}`"  # no line number: merging and formatting move it
         for node in (ast.walk(module) if module is not None else ())
