@@ -62,6 +62,40 @@ def test_a_listed_file_replaced_before_it_is_read_is_judged_as_it_is_now(tmp_pat
         assert tree.read_bytes("kept.py") == b"x = 1\n"
 
 
+def test_a_listed_file_is_read_whole_whatever_its_size_said(tmp_path, monkeypatch):
+    """A listed file is read in one call of its fstat size plus one byte; a file whose size was
+    wrong (grown, shrunk, or a size-0 file with content) is still read to its end, within the cap."""
+    sizes = {"empty.py": 0, "one.py": 1, "exact.py": 100, "page.py": 4096}
+    for name, size in sizes.items():
+        (tmp_path / name).write_bytes(b"x" * size)
+    tree = DiskTree(tmp_path, max_file_bytes=100)
+    tree.files()
+    for name, size in sizes.items():
+        data = tree.read_bytes(name)
+        assert (data, tree.problem(name)) == ((b"x" * size, None) if size <= 100 else (None, tree.problem(name)))
+    assert "file too large" in tree.problem("page.py")
+
+    real_fstat = os.fstat
+    for told, actual in ((0, 40), (10, 40), (60, 40), (40, 140)):  # what fstat says, what the file holds
+        (tmp_path / "odd.py").write_bytes(b"y" * actual)
+
+        def fstat(fd, told=told):
+            st = real_fstat(fd)
+            return os.stat_result(
+                (st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, told, *st[7:10])
+            )
+
+        monkeypatch.setattr(tree_mod.os, "fstat", fstat)
+        tree = DiskTree(tmp_path, max_file_bytes=100)
+        tree.files()
+        data = tree.read_bytes("odd.py")
+        monkeypatch.setattr(tree_mod.os, "fstat", real_fstat)
+        if actual <= 100:
+            assert data == b"y" * actual, (told, actual)
+        else:  # grown past the cap since fstat: refused, never read without bound
+            assert data is None and "file too large" in tree.problem("odd.py"), (told, actual)
+
+
 def test_fifo_device_link_and_outside_link_are_mc000_not_hangs(tmp_path):
     root = scaffold_repo(tmp_path / "repo", use_git=False)
     engine_dir = root / RECIPE / "engine"

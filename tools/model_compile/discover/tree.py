@@ -171,16 +171,35 @@ def read_listed_regular(
     if not regular or (max_bytes is not None and st.st_size > max_bytes):
         os.close(fd)
         return read_regular(full, boundary, max_bytes)  # says why, as for a path never listed
-    return _read_open(fd, max_bytes, checked=True)
+    return _read_open(fd, max_bytes, checked=True, expected=st.st_size)
 
 
-def _read_open(fd: int, max_bytes: int | None, checked: bool = False) -> tuple[bytes | None, str | None]:
-    """Read an open file to its end (at most `max_bytes`, one more to tell it is larger) and close it."""
+def _read_open(
+    fd: int, max_bytes: int | None, checked: bool = False, expected: int | None = None
+) -> tuple[bytes | None, str | None]:
+    """Read an open file to its end (at most `max_bytes`, one more to tell it is larger) and close it.
+
+    `expected`: the size the open file's fstat gave. The first read asks for
+    one byte more than that: a file still that size is read in one call, with
+    no second call to see its end and no 1 MiB buffer for a small file.
+    """
     try:
         if not checked and not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since lstat
             return None, "not a regular file"
         limit = (max_bytes + 1) if max_bytes is not None else None
         chunks, size = [], 0
+        if expected is not None:
+            want = expected + 1 if limit is None else min(expected + 1, limit)
+            first = os.read(fd, want)
+            if len(first) == expected and expected < want:
+                os.close(fd)  # all of it: the end is where fstat put it (a file growing meanwhile is read as it was)
+                fd = -1
+                return first, None
+            if first:
+                chunks.append(first)
+                size = len(first)
+            else:
+                limit = 0  # the end already: empty (or emptied since fstat)
         while limit is None or size < limit:
             chunk = os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit - size))
             if not chunk:
@@ -190,7 +209,8 @@ def _read_open(fd: int, max_bytes: int | None, checked: bool = False) -> tuple[b
     except OSError as exc:
         return None, exc.strerror or type(exc).__name__
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
     if max_bytes is not None and size > max_bytes:
         return None, _too_large(size, max_bytes)
     return b"".join(chunks), None
