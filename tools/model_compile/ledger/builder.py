@@ -207,30 +207,34 @@ class LedgerBuilder:
         self._expr(stmt.test, frame, ctx)
         test = resolve(stmt.test, frame)
         node = f"{frame.module.path}:{stmt.lineno}"
+        then_branch = Branch(node=node, arm="then")
         then_ctx = ctx.but(
             conditions=ctx.conditions + (unparse(test),),
-            branches=ctx.branches + (Branch(node=node, arm="then"),),
+            branches=ctx.branches + (then_branch,),
             reachable=ctx.reachable and not is_false(stmt.test),
-        )
-        else_ctx = ctx.but(
-            conditions=ctx.conditions + (unparse(negate(test)),),
-            branches=ctx.branches + (Branch(node=node, arm="else"),),
         )
         then_frame_models = dict(frame.models)
         then_ends = self._block(stmt.body, frame, then_ctx)
         after_then = frame.models
         frame.models = then_frame_models if then_ends else dict(after_then)
-        else_ends = self._block(stmt.orelse, frame, else_ctx) if stmt.orelse else False
+        else_ends = False
+        if stmt.orelse or then_ends:  # the else arm's test and branch, made only where something runs in it
+            not_test, else_branch = negate(test), Branch(node=node, arm="else")
+            if stmt.orelse:
+                else_ctx = ctx.but(
+                    conditions=ctx.conditions + (unparse(not_test),), branches=ctx.branches + (else_branch,)
+                )
+                else_ends = self._block(stmt.orelse, frame, else_ctx)
         if then_ends and else_ends:
             return "return"
         if then_ends and not stmt.orelse:
             # The rest of the block runs only when the test is false: it is the `if`'s else arm, so
             # steps there never share a path with the returning arm's steps.
-            return _Rest(test=negate(test), branch=Branch(node=node, arm="else"))
+            return _Rest(test=not_test, branch=else_branch)
         if not then_ends:
             frame.models = {**frame.models, **after_then}
         if else_ends:  # `if test: ... else: return ...`: the rest is the then arm
-            return _Rest(test=test, branch=Branch(node=node, arm="then"))
+            return _Rest(test=test, branch=then_branch)
         return None
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, frame: Frame, ctx: Ctx) -> None:
