@@ -180,3 +180,42 @@ def test_wrapper_shards_per_block_only_when_fully_shard_runs_in_a_loop(src: str,
 
     facts = repo_facts(MemoryTree({"engine/parallelize.py": src, "engine/unrelated.py": "x = 1\n"}))
     assert bool(facts.per_block_wrappers) is per_block
+
+
+def test_events_pickle_and_validate_as_the_contract_says():
+    """Events and branches are slotted dataclasses that pickle as their fields in order (forked workers
+    send them): every field survives a round trip, and a Ledger validates them from JSON as models."""
+    import dataclasses
+    import pickle
+
+    from model_compile.ledger.models import Branch, Event, Ledger
+
+    values = {
+        "kind": "compile",
+        "file": "recipes/r/engine/e.py",
+        "line": 7,
+        "call": "model.compile(backend=b)",
+        "condition": ["cfg.model.compile.enabled"],
+        "target": "each of model.layers",
+        "via": ["self.helper(model)"],
+        "anchor_line": 6,
+        "reachable": False,
+        "kit": True,
+        "compile_style": "inplace",
+        "arguments": {"backend": "cfg.model.compile.backend"},
+        "branches": [Branch(node="recipes/r/engine/e.py:5", arm="loop")],
+        "model_identity": 3,
+        "replaces_model": True,
+    }
+    assert [f.name for f in dataclasses.fields(Event)] == list(values)  # a new field: add it above and to __reduce__
+    event = Event(**values)
+    for field in dataclasses.fields(Event):  # every value differs from its default, so none can be dropped unseen
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        assert getattr(event, field.name) != default, field.name
+    assert pickle.loads(pickle.dumps(event)) == event
+    assert pickle.loads(pickle.dumps(event.branches[0])) == event.branches[0]
+    ledger = Ledger(engine_class="E", file="e.py", line=1, events=[event])
+    again = Ledger.model_validate_json(ledger.model_dump_json())
+    assert again == ledger and isinstance(again.events[0], Event) and isinstance(again.events[0].branches[0], Branch)
+    with pytest.raises(ValueError):
+        Ledger.model_validate({**ledger.model_dump(), "events": [{**values, "kind": "compiled"}]})

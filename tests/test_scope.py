@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from model_compile.analyze import analyze_path
@@ -152,8 +153,8 @@ def test_same_scope_says_nothing():
 def test_kit_compile_of_the_wrapped_model_is_the_same_scope():
     """Compiling `parallelized_model` instead of `model` names the same regions: no moved-to/into lines."""
     before = compiled_scope([ledger(kit_call())], [KIT], SOURCE)
-    wrapped = kit_call().model_copy(
-        update={"target": "parallelized_model", "call": "self.model_kit.apply_model_compile(parallelized_model)"}
+    wrapped = replace(
+        kit_call(), target="parallelized_model", call="self.model_kit.apply_model_compile(parallelized_model)"
     )
     after = compiled_scope([ledger(wrapped)], [KIT], SOURCE)
     assert after.parts[0].minus == ["parallelized_model.model.visual"]

@@ -7,7 +7,8 @@ data (pydantic) so it serialises into the JSON contract unchanged.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -29,52 +30,75 @@ EventKind = Literal[
 CompileStyle = Literal["kit", "inplace", "wrapper", "function"]
 
 
-class Branch(BaseModel):
+# Branch and Event are slotted dataclasses, not pydantic models: a ledger holds thousands of them,
+# and building a dataclass costs a fifth of validating a model. Pydantic validates and serialises
+# them inside `Ledger` (and the JSON Schema) as it does models: the contract is the same.
+
+
+@dataclass(slots=True)
+class Branch:
     """One arm of an `if` (or loop body) an event sits in."""
 
-    node: str = Field(description="stable id of the branching statement (file:line)")
+    node: Annotated[str, Field(description="stable id of the branching statement (file:line)")]
     arm: Literal["then", "else", "loop"]
 
+    def __reduce__(self) -> tuple[type[Branch], tuple[str, str]]:
+        return Branch, (self.node, self.arm)  # pickled as its fields: the dataclass's own state is slower
 
-class Event(BaseModel):
+
+@dataclass(slots=True)
+class Event:
     """One step `prepare_model()` reaches."""
 
     kind: EventKind
-    file: str = Field(description="path relative to the analysed PATH")
+    file: Annotated[str, Field(description="path relative to the analysed PATH")]
     line: int
-    call: str = Field(description="source text of the call or statement, one line")
-    condition: list[str] = Field(
-        default_factory=list,
-        description="conditions gating the event, outermost first, aliases resolved",
+    call: Annotated[str, Field(description="source text of the call or statement, one line")]
+    condition: Annotated[
+        list[str], Field(description="conditions gating the event, outermost first, aliases resolved")
+    ] = field(default_factory=list)
+    target: Annotated[
+        str | None, Field(description="object acted on, aliases resolved; 'each of X' inside a loop over X")
+    ] = None
+    via: Annotated[list[str], Field(description="helper calls followed to reach this event, outermost first")] = field(
+        default_factory=list
     )
-    target: str | None = Field(
-        default=None,
-        description="object acted on, aliases resolved; 'each of X' inside a loop over X",
-    )
-    via: list[str] = Field(
-        default_factory=list,
-        description="helper calls followed to reach this event, outermost first",
-    )
-    anchor_line: int | None = Field(
-        default=None,
-        description="line of the statement directly in prepare_model's body that reaches this event",
-    )
+    anchor_line: Annotated[
+        int | None, Field(description="line of the statement directly in prepare_model's body that reaches this event")
+    ] = None
     reachable: bool = True
-    kit: bool = Field(default=False, description="reached through a model-kit method")
+    kit: Annotated[bool, Field(description="reached through a model-kit method")] = False
     compile_style: CompileStyle | None = None
-    arguments: dict[str, str] = Field(
-        default_factory=dict,
-        description="keyword arguments of the call as source text, aliases resolved",
-    )
-    branches: list[Branch] = Field(default_factory=list)
-    model_identity: int | None = Field(
-        default=None,
-        description="which model object the target belongs to (same number: same object)",
-    )
-    replaces_model: bool = Field(
-        default=False,
-        description="wrapper compile whose result is kept as the model or stored into it",
-    )
+    arguments: Annotated[
+        dict[str, str], Field(description="keyword arguments of the call as source text, aliases resolved")
+    ] = field(default_factory=dict)
+    branches: list[Branch] = field(default_factory=list)
+    model_identity: Annotated[
+        int | None, Field(description="which model object the target belongs to (same number: same object)")
+    ] = None
+    replaces_model: Annotated[
+        bool, Field(description="wrapper compile whose result is kept as the model or stored into it")
+    ] = False
+
+    def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
+        """Pickled as its fields in order (forked workers send thousands): the dataclass's own state is slower."""
+        return Event, (
+            self.kind,
+            self.file,
+            self.line,
+            self.call,
+            self.condition,
+            self.target,
+            self.via,
+            self.anchor_line,
+            self.reachable,
+            self.kit,
+            self.compile_style,
+            self.arguments,
+            self.branches,
+            self.model_identity,
+            self.replaces_model,
+        )
 
 
 class Ledger(BaseModel):
