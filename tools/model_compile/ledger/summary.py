@@ -17,7 +17,17 @@ def is_direct(event: Event) -> bool:
 
 
 def fallback_doc(ctx: RecipeContext, event: Event) -> Documentation | None:
-    """The documentation that covers a direct compile: a comment at it, else the README."""
+    """The documentation that covers a direct compile: a comment at it, else the README.
+
+    Found once per event (the compile path and MC101 both ask).
+    """
+    key = ("fallback_doc", id(event))  # events live as long as the context that holds this memo
+    if key not in ctx.memo:
+        ctx.memo[key] = _fallback_doc(ctx, event)
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _fallback_doc(ctx: RecipeContext, event: Event) -> Documentation | None:
     for kind in SHAPE_PRIORITY:
         doc = ctx.documented(kind, event.file, event.line)
         if doc is not None:
@@ -32,8 +42,15 @@ def fallback_doc(ctx: RecipeContext, event: Event) -> Documentation | None:
     return readme[0] if readme else None
 
 
-def code_shapes(ctx: RecipeContext, event: Event) -> set[str]:
-    """Which fallback kinds the code of a compile event looks like."""
+def code_shapes(ctx: RecipeContext, event: Event) -> frozenset[str]:
+    """Which fallback kinds the code of a compile event looks like (found once per event: several rules ask)."""
+    key = ("code_shapes", id(event))
+    if key not in ctx.memo:
+        ctx.memo[key] = _code_shapes(ctx, event)
+    return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _code_shapes(ctx: RecipeContext, event: Event) -> frozenset[str]:
     shapes: set[str] = set()
     target = event.target or ""
     if target.startswith("each of") or any(b.arm == "loop" for b in event.branches):
@@ -48,7 +65,7 @@ def code_shapes(ctx: RecipeContext, event: Event) -> set[str]:
             shapes.add("post-wrap")
         if any(e.kind == "graph_break" for e in ledger.events):
             shapes.add("graph-break")
-    return shapes
+    return frozenset(shapes)
 
 
 def compile_path(ctx: RecipeContext) -> str:
