@@ -30,3 +30,16 @@ def test_same_comments_as_the_tokenizer(text):
 def test_files_without_the_note_are_not_scanned():
     text = "x = 1  # an ordinary comment\n"
     assert _comments(text, ast.parse(text), text.splitlines()) == {}
+
+
+def test_a_note_in_any_case_is_read_in_python_and_yaml():
+    """The note's pattern ignores case (`# Model-Compile: regional - ...`), so the shortcut that skips
+    files without a note must too."""
+    from model_compile.parse.documentation import comment_docs, yaml_comments
+
+    text = "x = 1  # Model-Compile: regional - each decoder layer is compiled on its own\n"
+    comments = _comments(text, ast.parse(text), text.splitlines())
+    assert [d.kind for d in comment_docs(comments, "e.py")] == ["regional"]
+    yaml_text = "model:\n  compile:\n    enabled: true  # MODEL-COMPILE: enabled - on for the long stage\n"
+    assert [d.kind for d in comment_docs(yaml_comments(yaml_text), "s.yaml")] == ["enabled"]
+    assert yaml_comments("model:\n  compile:  # an ordinary comment\n    enabled: true\n") == {}

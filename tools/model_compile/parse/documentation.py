@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from model_compile.parse.models import Documentation, Suppression
-from model_compile.parse.python import source_lines
+from model_compile.parse.python import mentions_note, source_lines
 from model_compile.vocabulary import DocKind, is_doc_kind
 
 COMMENT_RE = re.compile(r"model-compile:\s*(?P<kind>[a-z-]+)\s*(?:[-\u2013\u2014:]+\s*(?P<reason>.*))?$", re.IGNORECASE)
@@ -88,8 +88,10 @@ def yaml_lines(text: str) -> list[str]:
 
 
 def yaml_comments(text: str) -> dict[int, str]:
-    """Line -> comment body for YAML (a '#' outside quotes)."""
+    """Line -> comment body for YAML (a '#' outside quotes), of a file that holds a note (else none are read)."""
     out: dict[int, str] = {}
+    if not mentions_note(text):
+        return out
     for i, raw in enumerate(yaml_lines(text), 1):
         if "#" not in raw:
             continue

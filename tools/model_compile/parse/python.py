@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 import warnings
 from collections.abc import Iterator
@@ -103,7 +104,7 @@ def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]
     multi-line string touches falls back to tokenizing the file.
     """
     out: dict[int, str] = {}
-    if "model-compile" not in text:  # only `# model-compile:` notes are read from comments
+    if not mentions_note(text):  # only `# model-compile:` notes are read from comments
         return out
     # Only a triple-quoted string, or a backslash-newline inside a string, can hold a line break;
     # implicitly joined pieces (`("a"` newline `"b")`) are whole strings on each line. Without
@@ -126,6 +127,14 @@ def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]
         if found:
             out[i] = found[1]
     return out
+
+
+_NOTE = re.compile("model-compile", re.IGNORECASE)
+
+
+def mentions_note(text: str) -> bool:
+    """The text holds `model-compile` in any case: the word every note (`# Model-Compile: ...`) starts with."""
+    return _NOTE.search(text) is not None
 
 
 _quiet = [0]  # how many quiet_parsing() blocks are open
