@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import io
-import re
 import tokenize
 import warnings
 from collections.abc import Iterator
@@ -129,12 +128,12 @@ def _comments(text: str, module: ast.Module, lines: list[str]) -> dict[int, str]
     return out
 
 
-_NOTE = re.compile("model-compile", re.IGNORECASE)
-
-
 def mentions_note(text: str) -> bool:
-    """The text holds `model-compile` in any case: the word every note (`# Model-Compile: ...`) starts with."""
-    return _NOTE.search(text) is not None
+    """The text holds `model-compile` in any case: the word every note (`# Model-Compile: ...`) starts with.
+
+    Two substring tests, not a case-blind regex: that scans a file ten times slower.
+    """
+    return "model-compile" in text or "model-compile" in text.lower()
 
 
 _quiet = [0]  # how many quiet_parsing() blocks are open
