@@ -86,8 +86,12 @@ class _Substitute(ast.NodeTransformer):
         return node
 
 
-def identity(expr: ast.expr | None, frame: Frame, _depth: int = 0) -> int | None:
-    """Which model object an expression evaluates to (None: not a model)."""
+def identity(expr: ast.expr | None, frame: Frame, _depth: int = 0, known_not_new: bool = False) -> int | None:
+    """Which model object an expression evaluates to (None: not a model).
+
+    `known_not_new`: the caller has just found `is_new_object(expr)` false, so
+    the call is not classified a second time.
+    """
     if expr is None or _depth > 8:  # aliases can chain into a cycle (x = y; y = z; z = x)
         return None
     key = dotted(expr)
@@ -98,9 +102,7 @@ def identity(expr: ast.expr | None, frame: Frame, _depth: int = 0) -> int | None
             return identity(frame.aliases[expr.id], frame, _depth + 1)
         return None
     if isinstance(expr, ast.Call):
-        kind, facts = classify_call(expr)
-        full = dotted(expr.func) or ""
-        if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
+        if not known_not_new and _makes_new(expr):
             return None  # a new object; the caller assigns a fresh id
         if isinstance(expr.func, ast.Attribute):
             inner = identity(expr.func.value, frame, _depth + 1)
@@ -117,13 +119,16 @@ def is_new_object(expr: ast.expr) -> bool:
     """A call that makes a new model object: a build, a copy, or a method called on one."""
     if not isinstance(expr, ast.Call):
         return False
-    kind, _ = classify_call(expr)
-    full = dotted(expr.func) or ""
-    if kind == "build" or full in ("copy.deepcopy", "copy.copy", "deepcopy"):
+    if _makes_new(expr):
         return True
     if isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Call):
         return is_new_object(expr.func.value)  # build(...).to(device)
     return False
+
+
+def _makes_new(call: ast.Call) -> bool:
+    """A build or a copy: the call's result is a new object."""
+    return classify_call(call)[0] == "build" or (dotted(call.func) or "") in ("copy.deepcopy", "copy.copy", "deepcopy")
 
 
 def root_name(expr: ast.expr) -> str | None:

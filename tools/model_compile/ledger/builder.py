@@ -249,9 +249,7 @@ class LedgerBuilder:
         if isinstance(stmt, ast.AugAssign):
             return
         new = is_new_object(value)
-        ident = None if new else identity(value, frame)
-        if new:
-            ident = next(self._ids)
+        ident = next(self._ids) if new else identity(value, frame, known_not_new=True)
         for target in targets:
             key = dotted(target)
             if key is None:
