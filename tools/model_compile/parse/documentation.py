@@ -167,3 +167,57 @@ def readme_docs(text: str, path: str) -> list[Documentation]:
                 reason = reason if len(reason) <= 200 else reason[:197] + "..."
                 out.append(Documentation(kind=kind, reason=reason, file=path, line=start + 1, source="readme"))
     return out
+
+
+# A README sentence that keeps the recipe off the kit: a negation a few words before the kit's name.
+_KIT_NAME = re.compile(r"\b(?:model[- ])?kits?\b|\w*ModelKit\b", re.IGNORECASE)
+_NEGATION = re.compile(
+    r"\b(?:not|never|no|without|avoids?|avoiding|bypass(?:es|ing)?|skips?|skipping|instead of|rather than)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+KIT_NEGATION_WORDS = 4  # at most this many words between the negation and the kit's name
+
+
+def kit_avoidance(text: str) -> tuple[int, str] | None:
+    """(line, sentence) of the first README sentence that names the kit a few words after a negation
+    ("This recipe intentionally does not use the kit layer"), else None.
+
+    Read per paragraph, so a sentence may span lines; the line is where it starts.
+    Code blocks are skipped.
+    """
+    paragraph: list[tuple[int, str]] = []
+    fenced = False
+    for number, line in enumerate(source_lines(text) + [""], 1):
+        fence = line.lstrip().startswith(("```", "~~~"))
+        if fenced:
+            fenced = not fence
+            continue
+        if line.strip() and not fence and not line.lstrip().startswith("#"):
+            paragraph.append((number, line.strip()))
+            continue
+        found = _paragraph_avoidance(paragraph)  # a blank line, a heading or a fence ends the paragraph
+        if found is not None:
+            return found
+        paragraph = []
+        fenced = fence
+    return None
+
+
+def _paragraph_avoidance(paragraph: list[tuple[int, str]]) -> tuple[int, str] | None:
+    if not paragraph:
+        return None
+    joined, starts = "", []
+    for number, text in paragraph:
+        starts.append((len(joined), number))
+        joined += text + " "
+    offset = 0
+    for sentence in _SENTENCE_END.split(joined.strip()):
+        at = joined.index(sentence, offset)
+        offset = at + len(sentence)
+        for kit in _KIT_NAME.finditer(sentence):
+            before = sentence[: kit.start()]
+            for neg in _NEGATION.finditer(before):
+                if len(before[neg.end() :].split()) <= KIT_NEGATION_WORDS:
+                    return max(n for start, n in starts if start <= at), sentence.strip()
+    return None

@@ -32,6 +32,7 @@ from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
 from model_compile.parse import test_options
+from model_compile.parse.documentation import kit_avoidance
 from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
 from model_compile.recipe_tests import default_context, planned_recipe_tests
@@ -128,6 +129,15 @@ def build_plan(opts: Options) -> Plan:
         return plan
     if opts.target is None and opts.path != "kit":
         plan.notes.append(f"target: {choice.target} (inferred: {choice.why}; override with --target)")
+    if opts.path == "kit" and files.readme.is_file():
+        avoided = kit_avoidance(_read(files.readme))
+        if avoided is not None:
+            line, sentence = avoided
+            plan.notes.append(
+                f'{files.rel(files.readme)}:{line} names the kit after a negation: "{sentence}" --path kit makes '
+                "this recipe call the kit's apply_model_compile(); if the recipe keeps off the kit on purpose, "
+                "use a fallback instead: --path regional|submodule|graph-break|post-wrap --reason TEXT"
+            )
     style = read_style(files.root)
 
     repo_text = read_repo_text(files)
