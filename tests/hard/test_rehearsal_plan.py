@@ -308,3 +308,41 @@ def test_a_parity_failure_prints_the_tolerance_it_was_judged_by() -> None:
     facts = _facts(grad_rel_err=1.65e-2, tolerance=1.6e-2)
     rehearsal.judge(facts)
     assert facts.status == "failed" and "1.65e-02 > 0.016" in (facts.reason or "")  # not "> 2e-02"
+
+
+@pytest.mark.parametrize(
+    ("status", "flags", "code"),
+    [("failed", [], 1), ("passed", [], 0), ("not-run", [], 0), ("not-run", ["--require-complete"], 1)],
+)
+def test_rehearse_text_ends_with_its_verdict_and_exit_code(
+    status: str, flags: list[str], code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long text report repeats its verdict on its last line, so the tail of a run shows it too."""
+    from model_compile.cli import main
+    from model_compile.hard import rehearse as rehearse_mod
+    from model_compile.hard.models import Environment
+
+    facts = _facts().model_copy(update={"status": status, "reason": "gradients differ at step 0"})
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    monkeypatch.setattr(rehearse_mod, "standalone", lambda *a, **k: (facts, env, "model-compile rehearse r"))
+    assert main(["rehearse", str(RECIPES / "lm_blocks"), *flags]) == code
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(f"rehearsal: {status}")
+    assert out.splitlines()[-1] == f"rehearsal {status} [cpu-only (tiny model)]; exit {code}"
+    assert main(["rehearse", str(RECIPES / "lm_blocks"), "--format", "json", *flags]) == code
+    assert json.loads(capsys.readouterr().out)["status"] == status  # JSON gets no extra line
+
+
+def test_the_rehearsal_row_says_when_aot_eager_stood_in_for_the_stages_inductor() -> None:
+    from model_compile.hard.rehearse import layer_where
+
+    stood_in = _facts().model_copy(
+        update={"backend": "aot_eager", "backend_reason": "the stage's backend is inductor; on CPU the rehearsal uses"}
+    )
+    assert layer_where(stood_in, "/r/.venv/bin/python") == (
+        "cpu-only (tiny model), backend aot_eager (not the stage's inductor), /r/.venv/bin/python"
+    )
+    own = _facts().model_copy(update={"backend": "aot_eager", "backend_reason": "the stage's own backend"})
+    assert layer_where(own, "py") == "cpu-only (tiny model), backend aot_eager, py"
+    asked = _facts().model_copy(update={"backend": "inductor", "backend_reason": "asked for with --backend"})
+    assert layer_where(asked, "py") == "cpu-only (tiny model), backend inductor, py"

@@ -61,10 +61,8 @@ def run(args: argparse.Namespace) -> int:
             **facts.model_dump(),
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    else:
-        sys.stdout.write(text(facts, command))
-    if facts.status in ("failed", "timeout"):
-        return 1
-    if facts.status != "passed" and args.require_complete:
-        return 1
-    return 0
+    code = 1 if facts.status in ("failed", "timeout") or (facts.status != "passed" and args.require_complete) else 0
+    if args.format != "json":
+        # The verdict again as the last line: an agent reading the tail of a long run sees it too.
+        sys.stdout.write(text(facts, command) + f"rehearsal {facts.status} [{facts.label}]; exit {code}\n")
+    return code

@@ -52,9 +52,14 @@ def timing_line(facts: RehearsalFacts) -> str | None:
     return text + f" ({facts.backend}; {facts.label}: no speedup is claimed from these)"
 
 
+def instead_of_inductor(facts: RehearsalFacts) -> bool:
+    """The stage compiles with inductor, and the rehearsal ran another backend in its place."""
+    return bool(facts.backend_reason and facts.backend_reason.startswith("the stage's backend is inductor"))
+
+
 def backend_line(facts: RehearsalFacts) -> str:
     """Which backend ran, and what that leaves unexercised."""
-    if facts.backend_reason and facts.backend_reason.startswith("the stage's backend is inductor"):
+    if instead_of_inductor(facts):
         return (
             f"backend {facts.backend}, not the stage's inductor: graph breaks and guards are the same, numerics and "
             "compile time are not; inductor was not exercised (`--backend inductor` rehearses with it)"

@@ -16,6 +16,7 @@ from model_compile.errors import InputError
 from model_compile.hard import interpreter, preflight, probe, rehearsal
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal_plan import NotPlanned, plan
+from model_compile.hard.rehearsal_render import instead_of_inductor
 from model_compile.parse import test_options
 from model_compile.parse.test_options import CONFIG_NAME
 from model_compile.vocabulary import BACKENDS
@@ -134,10 +135,16 @@ def layer(
         options,
         python_flag(interp),
     )
-    # the backend in the table itself: a pass with aot_eager says nothing of inductor's numerics
+    return rehearsal.to_layer(facts, cmd, str(repo_root), layer_where(facts, str(interp.path))), facts
+
+
+def layer_where(facts: RehearsalFacts, interpreter_path: str) -> str:
+    """The rehearsal row's "where": the label, the backend in the table itself (a pass with aot_eager says
+    nothing of inductor's numerics, and a stage that compiles with inductor is told so), the interpreter."""
     backend = f", backend {facts.backend}" if facts.backend else ""
-    where = f"{facts.label}{backend}, {interp.path}"
-    return rehearsal.to_layer(facts, cmd, str(repo_root), where), facts
+    if facts.backend and instead_of_inductor(facts):
+        backend += " (not the stage's inductor)"
+    return f"{facts.label}{backend}, {interpreter_path}"
 
 
 def standalone(
