@@ -16,6 +16,7 @@ A file the recipe already has is never replaced.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import textwrap
 from collections import Counter
@@ -28,6 +29,7 @@ from model_compile import templating
 from model_compile.generate.edits.cst_util import assigned_name
 from model_compile.generate.edits.import_order import insert_import
 from model_compile.parse import test_options
+from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
 
 MESH_DIMS = ("replicate", "shard", "tensor")
@@ -46,19 +48,24 @@ class WorldSize:
 
 
 def mesh_world_size(stage: Path, rel: str) -> WorldSize:
-    """replicate x shard x tensor of `parallel.mesh` (a -1 fills the rest: it counts as 1 here)."""
+    """`world_size` of a stage YAML on disk."""
     try:
         facts = stage_facts(stage.read_text(encoding="utf-8"), rel, stage.stem)
     except (OSError, UnicodeDecodeError):
         return WorldSize(1, f"{rel} does not read")
+    return world_size(facts)
+
+
+def world_size(facts: StageFacts) -> WorldSize:
+    """replicate x shard x tensor of a stage's `parallel.mesh` (a -1 fills the rest: it counts as 1 here)."""
     dims = [(d, facts.mesh[d]) for d in MESH_DIMS if d in facts.mesh]
     if not dims:
-        return WorldSize(1, f"{rel} sets no parallel.mesh")
+        return WorldSize(1, f"{facts.file} sets no parallel.mesh")
     size = 1
     for _, value in dims:
         size *= value if value > 0 else 1
     shown = " x ".join(f"{d} {v}" for d, v in dims)
-    return WorldSize(size, f"parallel.mesh of {stage.name}: {shown}")
+    return WorldSize(size, f"parallel.mesh of {posixpath.basename(facts.file)}: {shown}")
 
 
 @dataclass

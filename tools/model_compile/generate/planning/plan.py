@@ -13,7 +13,7 @@ from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
 from model_compile.findings.models import RecipeReport
 from model_compile.generate.edits import engine_edit
-from model_compile.generate.edits.base_tests import mesh_world_size
+from model_compile.generate.edits.base_tests import world_size
 from model_compile.generate.edits.import_order import insert_import
 from model_compile.generate.edits.readme_edit import edit_readme
 from model_compile.generate.edits.schema_edit import edit_schema, model_classes
@@ -308,7 +308,7 @@ def build_plan(opts: Options) -> Plan:
         plan.notes.append(f"run with compile on: {commands['launch']}")
     if commands["tests"]:
         plan.notes.append(f"recipe smoke test with compile on: {commands['tests']}")
-        for command in sharded_smoke_commands(files, facts):  # where the placement around sharding matters
+        for command in sharded_smoke_commands(files, facts, repo_text):  # where the placement around sharding matters
             plan.notes.append(f"smoke test with compile on in a stage whose mesh shards the model: {command}")
     if commands["tests_note"]:
         plan.notes.append(commands["tests_note"])
@@ -325,8 +325,7 @@ def _run_stage(
     enabled = sorted(name for name, f in facts.items() if f.static_value("enabled")[1] is True)
     if not enabled or default in enabled:
         return default, []
-    path = next(p for p in files.stages if p.stem == enabled[0])
-    return enabled[0], stage_options(text.test_options, enabled[0], mesh_world_size(path, files.rel(path)))
+    return enabled[0], stage_options(text.test_options, enabled[0], world_size(facts[enabled[0]]))
 
 
 def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:

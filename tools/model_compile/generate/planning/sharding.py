@@ -9,11 +9,9 @@ command on the recipe's block container when the model's layout is known statica
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from model_compile.generate.edits.base_tests import WorldSize, mesh_world_size
+from model_compile.generate.edits.base_tests import WorldSize, world_size
 from model_compile.generate.planning import locate
-from model_compile.generate.style.repo_text import COMPILE_ON, RepoText, read_repo_text
+from model_compile.generate.style.repo_text import COMPILE_ON, RepoText, smoke_command
 from model_compile.parse import test_options
 from model_compile.parse.models import StageFacts
 
@@ -65,35 +63,31 @@ def stage_options(conv: test_options.Conventions, stage: str, world: WorldSize) 
 def smoke_commands(
     files: locate.RecipeFiles,
     stages: list[str],
-    by_name: dict[str, Path],
+    facts: dict[str, StageFacts],
+    text: RepoText,
     extra: list[str] | None = None,
-    text: RepoText | None = None,
 ) -> list[str]:
-    """The recipe's smoke test for each stage, with `stage_options`, then `extra` (`text`: the recipe's
-    read_repo_text, when the caller has it)."""
-    text = text or read_repo_text(files)
+    """The recipe's smoke test for each stage, with `stage_options` (the world size from the stage's facts,
+    as read already), then `extra`."""
     if not text.has_smoke_test:
         return []
     conv = text.test_options
     recipe = files.rel(files.recipe)
     out = []
     for stage in stages:
-        world: WorldSize = mesh_world_size(by_name[stage], files.rel(by_name[stage]))
-        cmd = [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke")]
+        world = world_size(facts[stage])
         where = f"{stage}: {world.size} rank(s), {world.why}"
         if not conv.registers(test_options.CONFIG_NAME) and conv.smoke_config_name not in (None, stage):
             where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
-        out.append(f"{' '.join([*cmd, *stage_options(conv, stage, world), *(extra or [])])}  # {where}")
+        out.append(f"{smoke_command(recipe, conv, [*stage_options(conv, stage, world), *(extra or [])])}  # {where}")
     return out
 
 
-def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFacts]) -> list[str]:
+def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFacts], text: RepoText) -> list[str]:
     """Compile on, in each stage whose mesh shards the model (`parallel.mesh.shard` > 1 or -1): the runs
     where a compile path's placement around sharding matters, each on its mesh's world size (empty
     without such a stage, a smoke test, or a --config-override option)."""
     sharded = sorted(s for s in facts if facts[s].wrapping == "fsdp2")
-    text = read_repo_text(files) if sharded else None
-    if text is None or not text.test_options.registers(test_options.CONFIG_OVERRIDE):
+    if not sharded or not text.test_options.registers(test_options.CONFIG_OVERRIDE):
         return []
-    by_name = {p.stem: p for p in files.stages}
-    return smoke_commands(files, sharded, by_name, [test_options.CONFIG_OVERRIDE, COMPILE_ON], text)
+    return smoke_commands(files, sharded, facts, text, [test_options.CONFIG_OVERRIDE, COMPILE_ON])

@@ -26,6 +26,7 @@ from model_compile.errors import InputError
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.plan import FileChange, Plan, recipe_report
 from model_compile.generate.planning.sharding import sharding_notes, smoke_commands
+from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse.documentation import parse_comment
 from model_compile.parse.stages import mapping_child, stage_facts
 from model_compile.vocabulary import BACKENDS, MODES
@@ -226,7 +227,7 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
             "memory; where shapes change per step (packed or variable-length batches), max-autotune-no-cudagraphs "
             "tunes kernels without them"
         )
-    plan.commands = smoke_commands(files, opts.enable, by_name)
+    plan.commands = smoke_commands(files, opts.enable, facts, read_repo_text(files))
     model_var = report.scope.model if report is not None else "model"
     plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var)
     return plan

@@ -90,6 +90,11 @@ def wrap_reason(reason: str, kind: str, indent: int, width: int) -> list[str]:
     return lines
 
 
+def smoke_command(recipe: str, conv: test_options.Conventions, options: list[str]) -> str:
+    """The recipe's smoke test as pytest runs it: its opt-in switch, then `options`."""
+    return " ".join([f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke"), *options])
+
+
 def run_commands(
     files: RecipeFiles, text: RepoText, stage: str, smoke_options: list[str] | None = None
 ) -> dict[str, str]:
@@ -107,9 +112,7 @@ def run_commands(
         out["launch"] = launch
     if text.has_smoke_test:
         conv = text.test_options
-        cmd = " ".join(
-            [f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke"), *(smoke_options or [])]
-        )
+        cmd = smoke_command(recipe, conv, smoke_options or [])
         if conv.registers(test_options.CONFIG_OVERRIDE):
             out["tests"] = f"{cmd} --config-override {COMPILE_ON}"
         else:
