@@ -29,8 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from model_compile.hard.layers.runner import validate_hard  # noqa: E402
 from model_compile.hard.models import HardReport  # noqa: E402
-from model_compile.hard.runner import validate_hard  # noqa: E402
 
 # The whole pipeline on the regional recipe (its rehearsal passes, so the smoke runs after it); the kit
 # recipe's rehearsal alone (whole-model compile of Qwen2-VL recompiles per image size: its figures show that).
@@ -88,7 +88,7 @@ def figures(report: HardReport) -> dict[str, Any]:
 
 def _rehearsal(report: HardReport) -> Any:
     """The rehearsal layer's figures, or why it did not run."""
-    from model_compile.hard.rehearsal_render import summary_lines
+    from model_compile.hard.rehearsal.render import summary_lines
 
     facts = report.rehearsal
     if facts is None:
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         report, seconds = run(backend, Path(args.out) / name, args.timeout)
         data = figures(report)
         data["wall_s"] = round(seconds, 1)
-        from model_compile.hard.rehearsal_render import summary_lines
-        from model_compile.hard.rehearse import Options, standalone
+        from model_compile.hard.rehearsal.command import Options, standalone
+        from model_compile.hard.rehearsal.render import summary_lines
 
         kit, _, _ = standalone(KIT, None, Options(backend=backend), Path(args.out) / name / "kit-rehearsal")
         data["kit_rehearsal"] = {

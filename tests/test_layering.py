@@ -104,3 +104,47 @@ def test_no_import_cycle_between_units():
         if state.get(unit) is None and visit(unit, []):
             break
     assert not cycle, " -> ".join(cycle)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """{module: {imported module of the package}} (a package import names its __init__)."""
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = _module_name(path)
+        for target in _imports(path):
+            if target in modules and target != src:
+                graph.setdefault(src, set()).add(target)
+    return graph
+
+
+# The rooms of hard/, lowest first: its shared models, the repository's environment, the rehearsal, the layer
+# pipeline (which runs the rehearsal as one of its layers).
+HARD_ROOMS = ["shared", "env", "rehearsal", "layers"]
+
+
+def _hard_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["model_compile", "hard"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in HARD_ROOMS else "shared"
+
+
+def test_hard_rooms_import_one_way():
+    backwards = []
+    for src, targets in _module_graph().items():
+        a = _hard_room(src)
+        for dst in targets:
+            b = _hard_room(dst)
+            if a and b and a != b and HARD_ROOMS.index(b) > HARD_ROOMS.index(a):
+                backwards.append(f"{src} ({a}) imports {dst} ({b})")
+    assert not backwards, "\n".join(backwards)
+
+
+def test_no_folder_holds_more_than_twelve_modules():
+    crowded = []
+    for folder in sorted({p.parent for p in PACKAGE.rglob("*.py")}):
+        modules = [p for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+        if len(modules) > 12:
+            crowded.append(f"{folder.relative_to(PACKAGE)}: {len(modules)} modules")
+    assert not crowded, "\n".join(crowded)

@@ -153,7 +153,7 @@ def test_the_generated_asserts_load_the_helper_by_path_under_a_synthetic_name(sk
 
 
 def test_the_tool_puts_no_probe_on_the_path_for_generated_tests(skill_dir: Path):
-    from model_compile.hard import probe
+    from model_compile.hard.env import probe
 
     recipe_root = skill_dir.parents[2]
     assert not probe.used_by(recipe_root)  # asserts.py names model_compile.api only inside a skip

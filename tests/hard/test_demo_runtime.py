@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from model_compile.cli import main  # noqa: E402
-from model_compile.hard.junit import parse_junit  # noqa: E402
-from model_compile.hard.runner import validate_hard  # noqa: E402
+from model_compile.hard.layers.junit import parse_junit  # noqa: E402
+from model_compile.hard.layers.runner import validate_hard  # noqa: E402
 from model_compile.recipe_tests import default_context, write_recipe_tests  # noqa: E402
 
 pytestmark = pytest.mark.hard

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from model_compile.errors import InputError
-from model_compile.hard.interpreter import child_environ, resolve
+from model_compile.hard.env.interpreter import child_environ, resolve
 
 
 def fake_env(prefix: Path, conda: bool = False) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from model_compile.cli import main
-from model_compile.hard.runner import validate_hard
+from model_compile.hard.layers.runner import validate_hard
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ownenv"
 

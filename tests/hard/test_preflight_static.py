@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model_compile.hard.preflight import modules_to_check
+from model_compile.hard.env.preflight import modules_to_check
 
 
 def _write(path: Path, text: str) -> None:

@@ -6,7 +6,7 @@ import ast
 import subprocess
 import sys
 
-from model_compile.hard import probe
+from model_compile.hard.env import probe
 
 
 def test_runtime_imports_nothing_else_from_model_compile():

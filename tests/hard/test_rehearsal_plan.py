@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from model_compile.analyze import analyze_path
-from model_compile.hard import rehearsal
+from model_compile.hard.env.proc import ProcResult
 from model_compile.hard.models import RehearsalFacts, RehearsalStep
-from model_compile.hard.proc import ProcResult
-from model_compile.hard.rehearsal_plan import NotPlanned, family_from_name, plan, resolve_family
+from model_compile.hard.rehearsal import run as rehearsal
+from model_compile.hard.rehearsal.plan import NotPlanned, family_from_name, plan, resolve_family
 from model_compile.runtime.batches import kind_of, schedule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"
@@ -255,8 +255,8 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys:
 
 
 def test_the_cpu_summary_names_what_the_rehearsal_measured() -> None:
+    from model_compile.hard.layers.render import cpu_note
     from model_compile.hard.models import Environment, HardReport, LayerResult
-    from model_compile.hard.render import cpu_note
 
     facts = _facts()
     layer = rehearsal.to_layer(
@@ -278,7 +278,7 @@ def test_the_cpu_summary_names_what_the_rehearsal_measured() -> None:
 
 
 def test_the_summary_leads_with_the_failure_groups_recompiles_and_reads_guards() -> None:
-    from model_compile.hard.rehearsal_render import readable_guard, summary_lines
+    from model_compile.hard.rehearsal.render import readable_guard, summary_lines
 
     guard = "tensor 'dict.__getitem__(___stack0, list(dict.keys(___stack0))[0])' size mismatch at index 1. expected 79, actual 98"
     assert readable_guard(guard) == "an input tensor dim 1 changed 79 -> 98"
@@ -319,8 +319,8 @@ def test_rehearse_text_ends_with_its_verdict_and_exit_code(
 ) -> None:
     """A long text report repeats its verdict on its last line, so the tail of a run shows it too."""
     from model_compile.cli import main
-    from model_compile.hard import rehearse as rehearse_mod
     from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import command as rehearse_mod
 
     facts = _facts().model_copy(update={"status": status, "reason": "gradients differ at step 0"})
     env = Environment(python="3.11", executable="python", label="cpu-only")
@@ -334,7 +334,7 @@ def test_rehearse_text_ends_with_its_verdict_and_exit_code(
 
 
 def test_the_rehearsal_row_says_when_aot_eager_stood_in_for_the_stages_inductor() -> None:
-    from model_compile.hard.rehearse import layer_where
+    from model_compile.hard.rehearsal.command import layer_where
 
     stood_in = _facts().model_copy(
         update={"backend": "aot_eager", "backend_reason": "the stage's backend is inductor; on CPU the rehearsal uses"}

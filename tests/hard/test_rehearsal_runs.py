@@ -17,8 +17,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("omegaconf")
 
 from model_compile.cli import main  # noqa: E402
-from model_compile.hard.rehearse import Options, standalone  # noqa: E402
-from model_compile.hard.runner import validate_hard  # noqa: E402
+from model_compile.hard.layers.runner import validate_hard  # noqa: E402
+from model_compile.hard.rehearsal.command import Options, standalone  # noqa: E402
 
 pytestmark = pytest.mark.hard
 

@@ -13,8 +13,8 @@ import pytest
 
 from model_compile.cli import main
 from model_compile.errors import InputError
-from model_compile.hard.junit import origin, parse_junit
-from model_compile.hard.runner import validate_hard
+from model_compile.hard.layers.junit import origin, parse_junit
+from model_compile.hard.layers.runner import validate_hard
 
 REPO = Path(__file__).parent / "fixtures" / "repo"
 RECIPES = REPO / "recipes"
@@ -125,7 +125,7 @@ def test_missing_smoke_says_what_to_add(tmp_path):
 
 def test_missing_impact_layer_says_it_is_optional_and_how_to_add_one():
     """generate is a no-op on a recipe already wired the same way, so the hint must not send people there."""
-    from model_compile.hard.layers import plan
+    from model_compile.hard.layers.plan import plan
 
     specs = plan(RECIPES / "nosmoke", None, None, [], "fallback:regional")
     impact = specs[-1]

@@ -83,7 +83,7 @@ def test_signal_ends_every_group_and_writes_the_partial_report(tmp_path, sig):
 
 
 def test_an_ignored_signal_stays_ignored():
-    from model_compile.hard import interrupt
+    from model_compile.hard.layers import interrupt
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from model_compile.hard import stageplan
-from model_compile.hard.layers import plan
-from model_compile.hard.refusal import smoke_refusal
-from model_compile.hard.runner import validate_hard
+from model_compile.hard import stages as stageplan
+from model_compile.hard.layers.plan import plan
+from model_compile.hard.layers.refusal import smoke_refusal
+from model_compile.hard.layers.runner import validate_hard
 from model_compile.parse import test_options
 from model_compile.report.hardfacts import planned_layers
 from model_compile.report.run import review_path
@@ -112,7 +112,7 @@ def test_a_refusal_behind_a_caller_flag_follows_the_call(tmp_path: Path) -> None
 
 
 def test_trace_that_records_nothing_says_why_and_the_summary_names_only_what_ran(tmp_path: Path) -> None:
-    from model_compile.hard.render import to_text
+    from model_compile.hard.layers.render import to_text
 
     report = validate_hard(RECIPE, out=tmp_path, trace=True)
     assert report.trace is not None and report.trace.note
@@ -126,7 +126,7 @@ def test_trace_that_records_nothing_says_why_and_the_summary_names_only_what_ran
 
 
 def test_prerequisites_skip_what_the_stage_switches_off(tmp_path: Path) -> None:
-    from model_compile.hard.stageplan import prerequisites
+    from model_compile.hard.stages import prerequisites
 
     recipe = tmp_path / "recipes" / "vit"
     (recipe / "configs").mkdir(parents=True)

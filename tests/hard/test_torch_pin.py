@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from model_compile.hard.torch_pin import torch_pin, version_note
+from model_compile.hard.env.torch_pin import torch_pin, version_note
 
 
 @pytest.mark.parametrize(

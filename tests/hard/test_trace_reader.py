@@ -89,8 +89,8 @@ def test_no_trace_says_so(tmp_path: Path):
 
 def test_gaps_come_from_the_trace_when_the_recipe_has_no_runtime_record():
     """A recipe with its own asserts (no model-compile hooks) still gets breaks and recompiles in its gaps."""
+    from model_compile.hard.layers.verdict import find_gaps
     from model_compile.hard.models import Environment, HardReport, RankTrace, TraceSummary
-    from model_compile.hard.verdict import find_gaps
 
     trace = TraceSummary(
         ranks=[

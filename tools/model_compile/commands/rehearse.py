@@ -39,8 +39,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_compile.hard.rehearsal_render import text
-    from model_compile.hard.rehearse import Options, standalone
+    from model_compile.hard.rehearsal.command import Options, standalone
+    from model_compile.hard.rehearsal.render import text
 
     options = Options(
         config_name=args.config_name,

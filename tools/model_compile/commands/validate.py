@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
 def run_hard(args: argparse.Namespace) -> int:
     """`validate --hard`: check the options, run the layers, print the report and keep report.json."""
     from model_compile.errors import InputError
-    from model_compile.hard import interrupt, render
-    from model_compile.hard.runner import validate_hard
+    from model_compile.hard.layers import interrupt, render
+    from model_compile.hard.layers.runner import validate_hard
 
     fmt = getattr(args, "format", "text")
     if fmt not in ("text", "json", "markdown"):

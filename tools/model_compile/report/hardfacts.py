@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.discover.recipes import repo_root_of
-from model_compile.hard import interpreter, rehearse
-from model_compile.hard.layers import plan
-from model_compile.hard.pipeline import ELSEWHERE, elsewhere_commands, in_repo, pytest_command
-from model_compile.hard.refusal import smoke_refusal
-from model_compile.hard.stageplan import labelled_prerequisites
-from model_compile.hard.torch_pin import version_note
+from model_compile.hard.env import interpreter
+from model_compile.hard.env.torch_pin import version_note
+from model_compile.hard.layers.pipeline import ELSEWHERE, elsewhere_commands, in_repo, pytest_command
+from model_compile.hard.layers.plan import plan
+from model_compile.hard.layers.refusal import smoke_refusal
+from model_compile.hard.rehearsal import command as rehearse
+from model_compile.hard.stages import labelled_prerequisites
 from model_compile.parse import test_options as conventions
 from model_compile.report.models import LayerRow
 

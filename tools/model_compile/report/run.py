@@ -114,7 +114,7 @@ def run_hard(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
     `stages`: per recipe, the stage configs the change touches (each gets its own smoke command)."""
-    from model_compile.hard.runner import validate_hard
+    from model_compile.hard.layers.runner import validate_hard
 
     reports: dict[str, Any] = {}
     notes: dict[str, str] = {}

@@ -164,7 +164,7 @@ def performance_section(
     rehearsal = (hard.raw.get("rehearsal") if hard else None) or None
     if rehearsal:
         from model_compile.hard.models import RehearsalFacts
-        from model_compile.hard.rehearsal_render import summary_lines
+        from model_compile.hard.rehearsal.render import summary_lines
 
         perf.rehearsal = summary_lines(RehearsalFacts.model_validate(rehearsal))
     perf.unvalidated = _unvalidated(perf, hard, rows)

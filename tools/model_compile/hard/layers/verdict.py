@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from model_compile.hard.env.torch_pin import version_note
 from model_compile.hard.models import HardReport, RecompileReason, RuntimeRecord
-from model_compile.hard.rehearsal_render import summary_lines
-from model_compile.hard.torch_pin import version_note
+from model_compile.hard.rehearsal.render import summary_lines
 
 
 def judge(report: HardReport) -> None:

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_compile.hard.interpreter import Interpreter
+from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import Environment
 
 TEST_FILES = ("conftest.py", "test_structure.py", "test_smoke.py")

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from model_compile.errors import InputError
-from model_compile.hard import interpreter, preflight, probe, rehearsal
+from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
-from model_compile.hard.rehearsal_plan import NotPlanned, plan
-from model_compile.hard.rehearsal_render import instead_of_inductor
+from model_compile.hard.rehearsal import run as rehearsal
+from model_compile.hard.rehearsal.plan import NotPlanned, plan
+from model_compile.hard.rehearsal.render import instead_of_inductor
 from model_compile.parse import test_options
 from model_compile.parse.test_options import CONFIG_NAME
 from model_compile.vocabulary import BACKENDS
@@ -152,14 +153,14 @@ def standalone(
 ) -> tuple[RehearsalFacts, Environment, str]:
     """`model-compile rehearse RECIPE`: preflight, soft read of the recipe, the rehearsal."""
     from model_compile.analyze import analyze_path
-    from model_compile.hard.runner import _child_env, resolve_recipe
+    from model_compile.hard.env.recipe import child_env, resolve_recipe
 
     check(options)
     recipe_root, repo_root = resolve_recipe(path, None)
     interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-rehearse-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = interpreter.child_environ(interp, _child_env(out_dir))
+    env = interpreter.child_environ(interp, child_env(out_dir))
     pre = preflight.run(interp, recipe_root, repo_root, env)
     environment = pre.environment
     if not pre.ok:
@@ -167,8 +168,8 @@ def standalone(
         return facts, environment, f"model-compile rehearse {recipe_root}"
     report = analyze_path(recipe_root, recipe=None)
     recipe = report.recipes[0] if report.recipes else None
-    child_env = child_env_with_probe(env, pre.model_compile_file, out_dir)
+    probed = child_env_with_probe(env, pre.model_compile_file, out_dir)
     facts, cmd = execute(
-        recipe, recipe_root, repo_root, interp, child_env, environment, out_dir, options, python_flag(interp)
+        recipe, recipe_root, repo_root, interp, probed, environment, out_dir, options, python_flag(interp)
     )
     return facts, environment, cmd

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from model_compile.hard.preflight import import_name
-from model_compile.hard.stageplan import hub_cache, stage_files
+from model_compile.hard.env.preflight import import_name
+from model_compile.hard.stages import hub_cache, stage_files
 from model_compile.runtime.batches import PACK_KEYS
 from model_compile.runtime.tiny_models import FAMILIES
 

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model_compile.hard import proc
-from model_compile.hard.interpreter import Interpreter
+from model_compile.hard.env import proc
+from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import GraphBreakSite, LayerResult, RehearsalFacts, RehearsalStep
-from model_compile.hard.rehearsal_plan import Plan
-from model_compile.hard.rehearsal_render import readable_guard
+from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.render import readable_guard
 from model_compile.hard.trace import LOG_GLOB, break_parts, records
 
 LIMITS = (

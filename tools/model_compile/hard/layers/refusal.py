@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_compile.hard.layers import ACCELERATOR_REFUSAL
+from model_compile.hard.layers.plan import ACCELERATOR_REFUSAL
 from model_compile.parse.python import literal_or
 
 _DEVICE_WORDS = ("cpu", "is_available", "device_count", "accelerator")

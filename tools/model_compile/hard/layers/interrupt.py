@@ -101,7 +101,7 @@ def mark_interrupted(report: HardReport, signum: int) -> None:
 
 def finish(run: Run) -> None:
     """Write the partial report (report.json in the out folder, and stdout) and say so on stderr."""
-    from model_compile.hard import render
+    from model_compile.hard.layers import render
 
     name = signal.Signals(run.signum or signal.SIGINT).name
     report = run.report

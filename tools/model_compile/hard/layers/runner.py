@@ -18,44 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import model_compile
-from model_compile.discover.recipes import repo_root_of
 from model_compile.errors import InputError
-from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, refusal, rehearse
+from model_compile.hard.env import interpreter, preflight, probe
+from model_compile.hard.env.recipe import child_env, resolve_recipe
+from model_compile.hard.layers import interrupt, pipeline, refusal
+from model_compile.hard.layers import plan as layers
+from model_compile.hard.layers.verdict import judge
 from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
-from model_compile.hard.verdict import judge
+from model_compile.hard.rehearsal import command as rehearse
 from model_compile.parse import test_options as conventions
-from model_compile.runtime import RUNTIME_DIR_ENV
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
-
-
-def resolve_recipe(path: Path, recipe: str | None) -> tuple[Path, Path]:
-    """(recipe root, repository root) from PATH (+ --recipe)."""
-    path = path.resolve()
-    if not path.is_dir():
-        raise InputError(f"{path} is not a directory")
-    if recipe:
-        candidate = path / "recipes" / recipe
-        if not candidate.is_dir():
-            raise InputError(f"no recipe {recipe!r} under {path / 'recipes'}")
-        path = candidate
-    elif (path / "recipes").is_dir():
-        names = sorted(p.name for p in (path / "recipes").iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-        raise InputError(
-            f"--hard validates one recipe: pass a recipe folder or --recipe NAME (one of {', '.join(names)})"
-        )
-    if not ((path / "tests").is_dir() or (path / "configs").is_dir() or (path / "engine").is_dir()):
-        raise InputError(f"{path} does not look like a recipe (no tests/, configs/ or engine/)")
-    return path, repo_root_of(path) or path.parent
-
-
-def _child_env(out_dir: Path) -> dict[str, str]:
-    # Never the tool's own site-packages: the child may be another Python (see hard/probe.py).
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
-    env[RUNTIME_DIR_ENV] = str(out_dir / "runtime")
-    return env
 
 
 def _wiring(recipe: RecipeReport | None) -> Wiring:
@@ -166,7 +140,7 @@ def validate_hard(
     interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-hard-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = interpreter.child_environ(interp, _child_env(out_dir))
+    env = interpreter.child_environ(interp, child_env(out_dir))
     check = preflight.run(interp, recipe_root, repo_root, env)
     environment = check.environment
     probe_dir = None

@@ -14,13 +14,14 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_compile.hard import layers, proc
-from model_compile.hard.interpreter import Interpreter
-from model_compile.hard.junit import parse_junit
-from model_compile.hard.layers import LayerSpec
+from model_compile.hard.env import proc
+from model_compile.hard.env.interpreter import Interpreter
+from model_compile.hard.env.preflight import Preflight
+from model_compile.hard.layers import plan as layers
+from model_compile.hard.layers.junit import parse_junit
+from model_compile.hard.layers.plan import LayerSpec
 from model_compile.hard.models import HardReport, LayerResult, RuntimeRecord
-from model_compile.hard.preflight import Preflight
-from model_compile.hard.stageplan import labelled_prerequisites
+from model_compile.hard.stages import labelled_prerequisites
 from model_compile.hard.trace import summarise
 
 TRACE_ENV = "TORCH_TRACE"
