@@ -52,3 +52,11 @@ def test_skill_rules_md_is_current():
     assert (ROOT / "skills" / "model-compile" / "references" / "rules.md").read_text() == rules_markdown(ALL_RULES), (
         "regenerate: model-compile rules --format markdown > skills/model-compile/references/rules.md"
     )
+
+
+def test_skill_rehearsal_md_is_the_references_copy():
+    """The skill ships the rehearsal's reference beside its rules (SKILL.md links it): one text, two places."""
+    shipped = ROOT / "skills" / "model-compile" / "references" / "rehearsal.md"
+    assert shipped.read_text() == (ROOT / "references" / "rehearsal.md").read_text(), (
+        "copy: cp references/rehearsal.md skills/model-compile/references/rehearsal.md"
+    )

@@ -1,13 +1,17 @@
-"""The rehearsal, for real: tiny models of two families through the recipes' own prepare_model().
+"""The rehearsal, for real: the fixture recipes' own training loops on tiny models at depth, in child processes.
 
-Slow (each case starts a child that imports torch and compiles): marked `hard`.
+Slow (each rehearsal starts a prepare child and two or three twins, each importing torch): marked `hard`, and
+each recipe is rehearsed once per module; the cases read the same run.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,104 +20,115 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("omegaconf")
 
-from model_compile.cli import main  # noqa: E402
 from model_compile.hard.layers.runner import validate_hard  # noqa: E402
+from model_compile.hard.models import RehearsalFacts  # noqa: E402
 from model_compile.hard.rehearsal.command import Options, standalone  # noqa: E402
 
 pytestmark = pytest.mark.hard
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"
 RECIPES = FIXTURES / "recipes"
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo_repo"
 PY = sys.executable
 
 
-def test_per_block_compile_passes_with_parity_keys_and_every_block(tmp_path: Path) -> None:
-    facts, env, command = standalone(RECIPES / "lm_blocks", PY, Options(steps=3), tmp_path)
-    assert facts.status == "passed", facts.reason
-    assert (
-        facts.family == "qwen3" and facts.model_class == "Qwen3ForCausalLM" and facts.label == "cpu-only (tiny model)"
-    )
-    assert len(facts.steps) == 3 and all(s.loss_rel_err == 0.0 and s.grad_rel_err == 0.0 for s in facts.steps)
-    assert facts.target_checks == ["'model.layers.*': 2 of 2 blocks compiled"]
-    assert facts.keys["state_dict"].endswith("unchanged") and facts.keys["parameters"].endswith("unchanged")
-    assert facts.first_step_s is not None and facts.wall_s > 0
-    assert "--config-name train" in command and "--steps 3" in command
+def _rehearse(tmp_path_factory: pytest.TempPathFactory, recipe: str, **options: object) -> RehearsalFacts:
+    out = tmp_path_factory.mktemp(recipe)
+    facts, _, _ = standalone(RECIPES / recipe, PY, Options(**options), out)  # type: ignore[arg-type]
+    return facts
 
 
-def test_a_frame_that_recompiles_per_length_fails_naming_the_frame_and_the_shape(tmp_path: Path) -> None:
-    facts, _, _ = standalone(RECIPES / "lm_static", PY, Options(), tmp_path)
-    assert facts.status == "failed"
-    assert "recompile limit hit at step" in (facts.reason or "")
-    record = json.loads(Path(facts.record or "").read_text())  # the verdict is in the record, first
-    assert next(iter(record)) == "verdict" and record["verdict"]["status"] == "failed"
-    assert record["verdict"]["reason"] == facts.reason
-    hit = facts.limit_hits[0]
-    assert "rows padded to" in hit and "forward_with_checkpointing" in hit  # the shape and the frame
-    assert len(facts.recompiles) >= 8
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory: pytest.TempPathFactory) -> RehearsalFacts:
+    """Per-block compile, bf16, gradient accumulation, the stage's mesh replicating: 2 ranks over DDP."""
+    return _rehearse(tmp_path_factory, "lm_blocks", steps=6)
 
 
-def test_the_torch_compile_wrapper_fails_on_changed_keys(tmp_path: Path) -> None:
-    facts, _, _ = standalone(RECIPES / "lm_wrapper", PY, Options(steps=2), tmp_path)
-    assert facts.status == "failed"
-    assert "state_dict keys changed" in (facts.reason or "") and "_orig_mod." in (facts.reason or "")
+@pytest.fixture(scope="module")
+def static(tmp_path_factory: pytest.TempPathFactory) -> RehearsalFacts:
+    """Per-block compile with the KV cache left on: every decoder layer adds a variant of the block's frame."""
+    return _rehearse(tmp_path_factory, "lm_static", steps=3)
 
 
-def test_unknown_architecture_is_not_run_then_runs_with_model_config(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_per_block_compile_passes_on_two_ranks_against_the_measured_noise_floor(blocks: RehearsalFacts) -> None:
+    assert blocks.status == "passed", blocks.reason
+    assert blocks.world_size == 2 and blocks.wrap and blocks.wrap.startswith("DistributedDataParallel over 2 rank(s)")
+    assert blocks.twins == ["reference", "eager", "compiled"] and blocks.precision == "bf16 (optim.mixed_precision)"
+    assert blocks.parity_rule and "float32 reference" in blocks.parity_rule
+    assert all(s.grad_err_eager is not None and s.grad_err is not None for s in blocks.steps)
+    assert blocks.depth == {"layers": 10} and blocks.depth_known is False  # above the recompile limit
+    assert blocks.target_checks == ["'model.layers.*': 10 of 10 blocks compiled"]
+    assert blocks.keys["state_dict"].endswith("unchanged") and blocks.keys["dcp"].endswith("unchanged")
+    assert len(blocks.steps) == 6 and all(s.micro_steps == 2 for s in blocks.steps)  # the stage's accumulation
+    assert blocks.sync and blocks.sync.startswith("no gradient sync on the") and "every rank" in blocks.sync
+    assert blocks.steady_steps == 5 and blocks.recompile_count == 0 and blocks.graph_break_count == 0
+    assert blocks.batches and blocks.batches.startswith("the recipe's data path, as it is")
+    assert len(blocks.ranks) == 2
+
+
+def test_the_record_starts_with_the_judged_verdict(blocks: RehearsalFacts) -> None:
+    record = json.loads((Path(blocks.record or "") / "rehearsal.json").read_text())
+    assert next(iter(record)) == "verdict" and record["verdict"]["status"] == blocks.status == "passed"
+
+
+def test_a_frame_that_recompiles_per_layer_fails_and_names_the_fix(static: RehearsalFacts) -> None:
+    assert static.status == "failed" and "recompile limit hit" in (static.reason or "")
+    assert static.world_size == 1 and static.precision == "fp32 (optim.mixed_precision)"
+    assert "float64 reference" in (static.parity_rule or "")  # an fp32 recipe: the reference runs in float64
+    assert any("forward_with_checkpointing" in h for h in static.limit_hits)
+    assert any("use_cache=False" in f and "engine/lm_static_engine.py:" in f for f in static.fixes)
+
+
+def test_the_torch_compile_wrapper_fails_on_changed_keys(tmp_path_factory: pytest.TempPathFactory) -> None:
+    facts = _rehearse(tmp_path_factory, "lm_wrapper", steps=2, model_config=FIXTURES / "shallow_qwen3_config.json")
+    assert facts.status == "failed" and "state_dict keys changed" in (facts.reason or "")
+    assert "_orig_mod." in (facts.reason or "")
+
+
+def test_a_vlm_without_its_data_trains_on_synthetic_batches_and_keeps_the_tower_eager(
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    code = main(
-        ["rehearse", str(RECIPES / "lm_unknown"), "--python", PY, "--out", str(tmp_path / "a"), "--format", "json"]
-    )
-    data = json.loads(capsys.readouterr().out)
-    assert code == 0 and data["status"] == "not-run" and "--model-config" in data["reason"]
-    assert data["wall_s"] == 0.0  # nothing was started
-    code = main(
-        [
-            "rehearse",
-            str(RECIPES / "lm_unknown"),
-            "--python",
-            PY,
-            "--out",
-            str(tmp_path / "b"),
-            "--steps",
-            "2",
-            "--model-config",
-            str(FIXTURES / "mystery_config.json"),
-            "--require-complete",
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0 and out.startswith("rehearsal: passed") and "--model-config" in out
+    facts = _rehearse(tmp_path_factory, "vlm3_kit", steps=2, model_config=FIXTURES / "shallow_qwen3_vl_config.json")
+    assert facts.status in ("passed", "failed") and facts.steps, facts.reason
+    assert facts.batches_mode == "batches" and "data.train_path" in (facts.batches or "")
+    assert "`model.visual` kept eager (torch.compiler.disable)" in facts.target_checks
+    assert all("image(s)" in s.shape for s in facts.steps)  # every step feeds the vision tower
+    assert facts.depth == {"text layers": 2, "vision blocks": 2, "deepstack visual indexes": [0]}  # as given
+    assert facts.world_size == 2 and facts.wrap and facts.wrap.startswith("FSDP2 (fully_shard) over 2 rank(s)")
+    assert facts.keys["dcp"].endswith("unchanged")
+    assert facts.depth_known and "--model-config" in (facts.model_source or "")
 
 
 def test_a_child_that_hangs_times_out_and_leaves_no_process(tmp_path: Path) -> None:
-    facts, _, _ = standalone(RECIPES / "lm_hang", PY, Options(timeout_s=20), tmp_path)
-    assert facts.status == "timeout" and "no result after 20 s" in (facts.reason or "")
+    facts, _, _ = standalone(RECIPES / "lm_hang", PY, Options(timeout_s=15), tmp_path)
+    assert facts.status == "timeout" and "no result after 15 s" in (facts.reason or "")
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "spec.json")], capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
 
-def test_a_vlm_recipe_that_builds_from_its_fields_keeps_the_vision_tower_eager(tmp_path: Path) -> None:
-    facts, _, _ = standalone(DEMO / "recipes" / "vlm_kit", PY, Options(steps=2), tmp_path)
-    assert facts.family is None and facts.model_class == "Qwen2VLForConditionalGeneration"
-    assert "`model.visual` kept eager (torch.compiler.disable)" in facts.target_checks
-    assert (
-        facts.path == "the recipe's compute_loss" and facts.steps and facts.steps[0].shape.startswith("2 rows padded")
-    )
-    assert all(s.loss_rel_err == 0.0 for s in facts.steps)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_every_rank(tmp_path: Path, sig: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "tools")}
+    cmd = [PY, "-m", "model_compile.cli", "rehearse", str(RECIPES / "lm_hang"), "--python", PY, "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (tmp_path / "record-reference-rank0.json").exists():
+        time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "every process group it started was ended" in err
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "spec.json")], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
 
 
 def test_the_layer_sits_after_structure_in_validate_hard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MODEL_COMPILE_REHEARSAL", raising=False)
-    report = validate_hard(RECIPES / "lm_blocks", out=tmp_path, python=PY, steps=2)
+    report = validate_hard(RECIPES / "lm_blocks", out=tmp_path, python=PY, steps=2, rehearsal_world_size=1)
     names = [(layer.name, layer.status) for layer in report.layers]
     assert names[:3] == [("soft", names[0][1]), ("structure", "passed"), ("rehearsal", "passed")]
     assert report.rehearsal is not None and report.rehearsal.status == "passed"
     row = next(layer for layer in report.layers if layer.name == "rehearsal")
-    # in the table: the backend, and that aot_eager stood in for the stage's inductor
-    assert row.where.startswith("cpu-only (tiny model), backend aot_eager (not the stage's inductor), ")
-    assert any("parity over 2 steps" in g for g in report.gaps)
+    assert row.where.startswith("cpu-only (tiny model), backend aot_eager (not the stage's inductor), 1 rank(s), ")
+    assert any("parity over 2 optimizer steps" in g for g in report.gaps)
     monkeypatch.setenv("MODEL_COMPILE_REHEARSAL", "off")
     skipped = validate_hard(RECIPES / "lm_blocks", out=tmp_path / "off", python=PY)
     row = next(layer for layer in skipped.layers if layer.name == "rehearsal")

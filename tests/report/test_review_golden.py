@@ -71,9 +71,9 @@ def test_cpu_only_hard_run(repo: Path) -> None:
     section = report.recipes[0]
     assert {r.where for r in section.validation if r.status == "passed" and r.name != "soft"} == {
         "cpu-only",
-        "cpu-only (tiny model)",
+        "cpu-only (tiny model), backend aot_eager, 1 rank(s), /path/to/venv/bin/python",
     }
-    assert any(line.startswith("parity over 2 steps") for line in section.performance.rehearsal)
+    assert any(line.startswith("parity over 2 optimizer steps") for line in section.performance.rehearsal)
     perf = section.performance
     assert perf.measured and perf.where == "cpu-only"
     assert perf.graph_breaks.budget == 40 and perf.recompiles.budget == 16

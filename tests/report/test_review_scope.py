@@ -60,7 +60,7 @@ def test_base_head_and_hard_never_give_ready_for_nothing(
     assert report.verdict == "not validated" and [r.name for r in report.recipes] == ["vlm_kit"]
     calls: list[list[str]] = []
 
-    def refuse(dirs: dict[str, Path], *_: object) -> tuple[dict, dict]:
+    def refuse(dirs: dict[str, Path], *_: object, **__: object) -> tuple[dict, dict]:
         calls.append(sorted(dirs))
         return {}, {name: "hard validation refused: test" for name in dirs}
 

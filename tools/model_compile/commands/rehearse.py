@@ -2,14 +2,18 @@
 
 Runs in the repository's own interpreter (like `validate --hard`); prints the
 rehearsal table (text) or its JSON. Exit codes: 0 passed, 1 failed or timed
-out, 0 not-run (the reason says why; 1 with --require-complete), 2 bad input.
+out (or anything but passed with --require-complete), 2 bad input, 3 not run
+(the reason says why) or a fault of model-compile itself (status tool-error).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -27,15 +31,55 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument(
         "--backend", help="compile backend (default: the stage's; aot_eager on CPU when the stage says inductor)"
     )
-    p.add_argument("--steps", type=int, default=10, help="steps, each with another shape (default 10)")
+    p.add_argument("--steps", type=int, default=8, help="optimizer steps of the recipe's own training loop (default 8)")
+    p.add_argument(
+        "--world-size",
+        type=int,
+        help="CPU ranks (gloo); default 2 when the stage's mesh shards or replicates over more than one rank, else 1",
+    )
     p.add_argument(
         "--model-config", metavar="PATH", help="a config.json of the architecture, when its name is not recognised"
+    )
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="rehearse REV too (a temporary git worktree, the same interpreter; cached by its tree) and mark "
+        "each measure new with the change or already there",
     )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds for the whole rehearsal (default 900)")
     p.add_argument("--out", metavar="DIR", help="where the spec, the record, the log and the trace go")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--require-complete", action="store_true", help="exit 1 when the rehearsal could not run")
     p.set_defaults(command=name)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a rehearsal the way Ctrl-C does: its ranks' process groups are ended, none outlives it."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous = {n: signal.getsignal(getattr(signal, n)) for n in names}
+    for n in names:
+        if previous[n] is not signal.SIG_IGN:
+            signal.signal(getattr(signal, n), interrupt)
+    try:
+        yield
+    finally:
+        for n in names:
+            signal.signal(getattr(signal, n), previous[n])
+
+
+def exit_code(status: str, require_complete: bool) -> int:
+    """0 passed; 1 failed or timed out; 3 not run (the reason says why) or a tool error: an agent cannot take a
+    rehearsal that did not run for one that passed. With --require-complete a run that did not pass exits 1."""
+    if status == "passed":
+        return 0
+    if status in ("failed", "timeout") or require_complete:
+        return 1
+    return 3
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,10 +92,19 @@ def run(args: argparse.Namespace) -> int:
         steps=int(args.steps),
         model_config=Path(args.model_config) if args.model_config else None,
         timeout_s=float(args.timeout),
+        world_size=args.world_size,
+        base=args.base,
     )
-    facts, environment, command = standalone(
-        Path(args.path), args.python, options, Path(args.out) if args.out else None
-    )
+    with _signals_interrupt():
+        try:
+            facts, environment, command = standalone(
+                Path(args.path), args.python, options, Path(args.out) if args.out else None
+            )
+        except KeyboardInterrupt as exc:
+            sys.stderr.write(
+                f"model-compile rehearse: interrupted ({exc or 'SIGINT'}); every process group it started was ended\n"
+            )
+            return 130
     if args.format == "json":
         data = {
             "tool": "model-compile",
@@ -61,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             **facts.model_dump(),
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    code = 1 if facts.status in ("failed", "timeout") or (facts.status != "passed" and args.require_complete) else 0
+    code = exit_code(facts.status, args.require_complete)
     if args.format != "json":
         # The verdict again as the last line: an agent reading the tail of a long run sees it too.
         sys.stdout.write(text(facts, command) + f"rehearsal {facts.status} [{facts.label}]; exit {code}\n")

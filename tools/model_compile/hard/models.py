@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 LayerName = str  # "soft", "structure", "smoke", "impact:<file>"
-LayerStatus = Literal["passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped"]
+LayerStatus = Literal["passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "tool-error"]
 Verdict = Literal["passed", "failed", "incomplete"]
 
 
@@ -192,47 +192,60 @@ class GraphBreakSite(BaseModel):
 
 
 class RehearsalStep(BaseModel):
-    """One step of a rehearsal: the same batch through the eager twin and the compiled model."""
+    """One optimizer step of the rehearsal (its micro-steps), on rank 0: the compiled twin against the reference."""
 
     step: int
-    shape: str
+    micro_steps: int = 1
+    shape: str = Field(description="the batch of each micro-step, as the recipe's data path made it")
     eager_s: float | None = None
     compiled_s: float | None = None
-    loss_rel_err: float | None = Field(default=None, description="max|compiled - eager| / max|eager| of the loss")
-    logits_rel_err: float | None = None
-    grad_rel_err: float | None = Field(default=None, description="the worst parameter gradient, same measure")
+    grad_err: float | None = Field(default=None, description="compiled twin's gradient error to the reference")
+    grad_err_eager: float | None = Field(default=None, description="the eager twin's error to the reference")
+    grad_bound: float | None = None
     worst_grad: str | None = None
-    tolerance: float | None = None
-    tolerance_class: str | None = Field(default=None, description="fp32, fp32-inductor or low-precision (bf16/fp16)")
-    recompiles: list[str] = Field(default_factory=list, description="'<frame (file:line)>: <failed guard>'")
-    graph_breaks: int = 0
+    loss_err: float | None = Field(default=None, description="the worst micro-step's loss error to the reference")
+    loss_err_eager: float | None = None
+    loss_bound: float | None = None
+    recompiles: list[str] = Field(
+        default_factory=list, description="'<frame (file:line)>: <failed guard>', one per new variant"
+    )
     new_graphs: int | None = None
     limit_hits: list[str] = Field(default_factory=list)
     error: str | None = None
 
 
 class RehearsalFacts(BaseModel):
-    """The rehearsal layer: the recipe's own prepare_model() on a tiny model of its architecture, eager vs compiled."""
+    """The rehearsal layer: the recipe's own training run on a tiny model of its architecture (real depth, tiny
+    width), in its precision, wrap and data path, eager twin(s) against the compiled run."""
 
     status: LayerStatus = "not-run"
     reason: str | None = None
+    fault: str = Field(default="", description="'tool' when model-compile's own code failed (status tool-error)")
     detail: str = Field(default="", description="the child's traceback tail when it stopped")
     label: str = Field(description="'cpu-only (tiny model)' or 'accelerator:<name> (tiny model)'")
     stage: str | None = None
     stage_reason: str | None = None
-    family: str | None = Field(
-        default=None, description="tiny architecture family, or None when the recipe builds from its own fields"
-    )
-    family_source: str | None = None
+    model_source: str | None = Field(default=None, description="where the architecture and its depth come from")
+    depth: dict[str, Any] = Field(default_factory=dict, description="layers per stack of the rehearsed model")
+    depth_known: bool | None = None
+    shrunk: list[str] = Field(default_factory=list, description="the widths shrunk (never depth)")
     checkpoint: str | None = None
     model_class: str | None = None
     parameters: int | None = None
     returned: str | None = Field(default=None, description="class of what prepare_model() returned")
+    world_size: int = 1
+    world_size_reason: str = ""
+    wrap: str | None = Field(default=None, description="the wrap measured on the model prepare_model() returned")
     backend: str | None = None
     backend_reason: str | None = None
     mode: str | None = None
-    path: str | None = Field(default=None, description="the forward/loss path the steps went through")
-    packed: bool | None = None
+    precision: str | None = Field(default=None, description="the recipe's training precision, as its config says")
+    twins: list[str] = Field(default_factory=list, description="the runs compared: reference, eager, compiled")
+    parity_rule: str | None = None
+    batches: str | None = Field(default=None, description="where the batches came from, in words")
+    batches_mode: str | None = Field(default=None, description="own, rows or batches")
+    accumulation: str | None = None
+    steps_planned: int | None = None
     overrides: list[str] = Field(default_factory=list)
     compiled_modules: list[str] = Field(default_factory=list)
     compiled_module_count: int | None = None
@@ -243,18 +256,27 @@ class RehearsalFacts(BaseModel):
     )
     key_failures: list[str] = Field(default_factory=list)
     steps: list[RehearsalStep] = Field(default_factory=list)
+    recompile_frames: list[str] = Field(
+        default_factory=list, description="'<n> recompile(s) in <frame> (last guard: ...)', most first"
+    )
+    recompile_count: int = Field(default=0, description="new compiled variants after the first compile, rank 0")
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
+    graph_break_count: int = Field(default=0, description="graph breaks in the compiled twin's trace, rank 0")
+    graph_break_site_count: int = Field(default=0, description="distinct file:line sites of those breaks")
+    ranks: list[str] = Field(default_factory=list, description="per rank: graphs, recompiles, limit hits")
+    sync: str | None = Field(default=None, description="gradient sync on micro-steps that should not sync")
+    fixes: list[str] = Field(default_factory=list, description="the fix the rehearsal recognises, and how to prove it")
     first_step_s: float | None = None
     steady_step_s: float | None = None
     steady_steps: int | None = Field(
-        default=None, description="how many compiled steps the steady figure is the median of"
+        default=None, description="how many optimizer steps the steady figure is the median of"
     )
     eager_step_s: float | None = None
     trace_compile_s: float | None = None
     wall_s: float = 0.0
     peak_rss_mb: float | None = None
     cpu_s: float | None = Field(
-        default=None, description="the child's CPU seconds (steadier than wall on a shared machine)"
+        default=None, description="CPU seconds of every child (steadier than wall on a shared machine)"
     )
     torch: str | None = None
     device: str | None = None
@@ -262,7 +284,12 @@ class RehearsalFacts(BaseModel):
     notes: list[str] = Field(default_factory=list)
     limits: str = ""
     log: str | None = None
-    record: str | None = Field(default=None, description="the child's full record (every step), rehearsal.json")
+    record: str | None = Field(default=None, description="the folder of the children's records, logs and traces")
+    base: RehearsalFacts | None = Field(default=None, description="the same rehearsal of the change's base")
+    base_rev: str | None = None
+    versus_base: list[str] = Field(
+        default_factory=list, description="each measure marked new with the change or already there"
+    )
 
     @property
     def recompiles(self) -> list[str]:
@@ -271,6 +298,9 @@ class RehearsalFacts(BaseModel):
     @property
     def limit_hits(self) -> list[str]:
         return [f"step {s.step} ({s.shape}): {h}" for s in self.steps for h in s.limit_hits]
+
+
+RehearsalFacts.model_rebuild()
 
 
 class HardReport(BaseModel):

@@ -24,7 +24,7 @@ from model_compile.report.sections import compile_path_section, performance_sect
 from model_compile.review.models import DiffReport, RecipeDiff
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 
-NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reached")
+NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reached", "tool-error")
 
 
 def to_report_finding(f: Finding, status: FindingStatus | None = None) -> ReportFinding:

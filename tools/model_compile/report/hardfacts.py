@@ -67,7 +67,7 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
     rows: list[LayerRow] = []
     for layer in data.get("layers") or []:
         status = layer.get("status") or "not-run"
-        ran = status not in ("not-run", "missing", "unavailable", "not-reached")
+        ran = status not in ("not-run", "missing", "unavailable", "not-reached", "tool-error")
         # Older reports lack `started`: a layer that passed/failed/was skipped ran; one with a duration started.
         started = bool(layer.get("started")) or ran or bool(layer.get("duration_s"))
         command = layer.get("command")
@@ -128,7 +128,7 @@ def _torch_note(data: dict[str, Any], rows: list[LayerRow]) -> str | None:
     return version_note(Path(data.get("repo_root") or "."), (data.get("environment") or {}).get("torch"))
 
 
-_STATUSES = {"passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"}
+_STATUSES = {"passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached", "tool-error"}
 
 
 def _first_line(text: str | None) -> str | None:

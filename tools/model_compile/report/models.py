@@ -18,7 +18,9 @@ Verdict = Literal["ready", "needs changes", "not validated", "nothing to review"
 FindingStatus = Literal["new", "existing", "fixed", "superseded"]
 # Layer status as the report shows it: the hard runner's statuses plus "not reached" (a layer after a
 # failure) and "not run" (no --hard, or no compile to validate).
-LayerStatus = Literal["passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"]
+LayerStatus = Literal[
+    "passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached", "tool-error"
+]
 
 
 class Scope(BaseModel):

@@ -111,6 +111,7 @@ def run_hard(
     trace: bool,
     out: Path | None,
     stages: dict[str, list[str]] | None = None,
+    base_rev: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
     `stages`: per recipe, the stage configs the change touches (each gets its own smoke command)."""
@@ -126,6 +127,7 @@ def run_hard(
                 out=(out / "hard" / name) if out else None,
                 python=python,
                 stages=(stages or {}).get(name),
+                base_rev=base_rev,
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
@@ -252,5 +254,6 @@ def _change_report(
         else:  # the working tree, or HEAD when the tree is clean: the same files either way
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
             stages = {d.name: touched_stages(d) for d in diff.recipes}
-            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages)
+            base_rev = diff.base.commit or None
+            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages, base_rev=base_rev)
     return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)

@@ -194,7 +194,7 @@ def _unvalidated(perf: PerformanceSection, hard: HardFacts | None, rows: list[La
         out.append(hard.torch_note)
     for row in rows:
         if (
-            row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout")
+            row.status in ("not-run", "missing", "skipped", "unavailable", "not-reached", "timeout", "tool-error")
             and row.name != "soft"
         ):
             out.append(f"{row.name}: {row.status}" + (f" ({row.reason})" if row.reason else ""))

@@ -5,7 +5,7 @@ they became self-contained, or tests written against it; today's generated asser
 their own `compile_checks.py` and need no probe). When
 the repository's own environment has no model-compile installed (the usual
 case), the runner copies the tool's `runtime/` package - which imports only
-torch and itself - into a probe folder (`~/.cache/model-compile/probe-<hash>/model_compile/runtime/`,
+torch and itself - into a probe folder (`~/.cache/model-compile/probe-<hash>/model_compile/runtime/`, subpackages included,
 stable so printed commands stay valid; `<out>/probe` when the cache is not
 writable) next to a minimal `model_compile/__init__.py`, and puts it on PYTHONPATH.
 The asserts then import the very code the tool ships, with the same API, and
@@ -46,8 +46,8 @@ def runtime_dir() -> Path:
 def _digest() -> str:
     """A short hash of the runtime sources: a new tool version or an edit gets its own probe folder."""
     h = hashlib.sha1(model_compile.__version__.encode())
-    for source in sorted(runtime_dir().glob("*.py")):
-        h.update(source.name.encode() + b"\0" + source.read_bytes())
+    for source in sorted(runtime_dir().rglob("*.py")):
+        h.update(str(source.relative_to(runtime_dir())).encode() + b"\0" + source.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -61,8 +61,10 @@ def _write(root: Path) -> None:
     package = root / "model_compile"
     (package / "runtime").mkdir(parents=True)
     (package / "__init__.py").write_text(PROBE_INIT.format(version=model_compile.__version__), encoding="utf-8")
-    for source in sorted(runtime_dir().glob("*.py")):
-        shutil.copy2(source, package / "runtime" / source.name)
+    for source in sorted(runtime_dir().rglob("*.py")):
+        target = package / "runtime" / source.relative_to(runtime_dir())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
 
 
 def build(out_dir: Path) -> Path:

@@ -79,3 +79,75 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float, log_pa
 def tail(text: str, lines: int = 40, chars: int = 4000) -> str:
     out = "\n".join(text.rstrip().splitlines()[-lines:])
     return out[-chars:]
+
+
+@dataclass
+class RankResult:
+    rank: int
+    exit_status: int | None
+    log: str
+    killed: str = ""  # why the tool ended it: "timeout", "rank <r> exited <code>", "interrupted"
+
+
+def run_ranks(
+    cmd: list[str], cwd: Path, envs: list[dict[str, str]], timeout_s: float, logs: list[Path], grace_s: float = 20.0
+) -> tuple[list[RankResult], float, bool]:
+    """One process group per rank, started together. When a rank exits non-zero the others get `grace_s` to
+    finish (they would wait in a collective for it forever), then are ended; on timeout or Ctrl-C every group
+    is ended. Returns (per-rank results, seconds, timed out)."""
+    start = time.monotonic()
+    procs: list[subprocess.Popen] = []
+    handles = []
+    results = [RankResult(rank=i, exit_status=None, log=str(log)) for i, log in enumerate(logs)]
+    try:
+        for env, log in zip(envs, logs, strict=True):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(log, "wb")  # noqa: SIM115 - closed in finally
+            handles.append(handle)
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=cwd,
+                    env=env,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        deadline = start + timeout_s
+        failed_at: float | None = None
+        while True:
+            codes = [p.poll() for p in procs]
+            if all(c is not None for c in codes):
+                break
+            now = time.monotonic()
+            bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
+            if bad and failed_at is None:
+                failed_at = now
+            if now >= deadline or (failed_at is not None and now - failed_at > grace_s):
+                why = "timeout" if now >= deadline else f"rank {bad[0]} exited {codes[bad[0]]}"
+                for i, p in enumerate(procs):
+                    if p.poll() is None:
+                        _kill_group(p, grace_s=2.0)
+                        results[i].killed = why
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        for i, p in enumerate(procs):
+            if p.poll() is None:
+                _kill_group(p, grace_s=2.0)
+                results[i].killed = "interrupted"
+        raise
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # whatever a rank left in its group
+            except (ProcessLookupError, PermissionError):
+                pass
+        for handle in handles:
+            handle.close()
+    for i, p in enumerate(procs):
+        results[i].exit_status = p.returncode if not results[i].killed else None
+    timed_out = any(r.killed == "timeout" for r in results)
+    return results, time.monotonic() - start, timed_out

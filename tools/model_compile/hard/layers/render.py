@@ -24,7 +24,8 @@ def cpu_note(report: HardReport) -> str:
     facts = report.rehearsal
     if facts is not None and facts.steps:
         measured.append(
-            f"the rehearsal's parity, keys, graph breaks and recompiles over {len(facts.steps)} shapes on a tiny model"
+            f"the rehearsal's parity, keys, graph breaks and recompiles over {len(facts.steps)} optimizer steps of the "
+            f"recipe's own training loop on a tiny model"
         )
     what = f"{', '.join(ran)}" + (
         f"; measured: {', '.join(measured)}" if measured else "; nothing measured beyond pass/fail"

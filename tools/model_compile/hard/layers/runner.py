@@ -126,6 +126,8 @@ def validate_hard(
     backend: str | None = None,
     steps: int = rehearse.DEFAULT_STEPS,
     stages: list[str] | None = None,
+    rehearsal_world_size: int | None = None,
+    base_rev: str | None = None,
 ) -> HardReport:
     """Run the layers of one recipe. `stages`: stage configs the change touches (each gets a smoke command)."""
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
@@ -176,7 +178,12 @@ def validate_hard(
         stages,
     )
     rehearse_options = rehearse.Options(
-        config_name=config_name, backend=backend, steps=steps, timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S)
+        config_name=config_name,
+        backend=backend,
+        steps=steps,
+        timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S),
+        world_size=rehearsal_world_size,
+        base=base_rev,
     )
     if soft.compile_path not in (None, "none"):
         spec = _rehearsal_spec(

@@ -21,7 +21,11 @@ def judge(report: HardReport) -> None:
     required_missing = [
         layer for layer in report.layers if layer.status == "missing" and not layer.name.startswith("impact")
     ]
-    gaps = [layer for layer in report.layers if layer.status in ("not-run", "unavailable", "skipped", "missing")]
+    gaps = [
+        layer
+        for layer in report.layers
+        if layer.status in ("not-run", "unavailable", "skipped", "missing", "tool-error")
+    ]
     if failed:
         first = failed[0]
         report.verdict = "failed"
@@ -55,13 +59,18 @@ def find_gaps(report: HardReport) -> list[str]:
     if report.torch_note:
         gaps.append(report.torch_note)
     for layer in report.layers:
-        if layer.status in ("not-run", "missing", "skipped", "unavailable"):
+        if layer.status == "tool-error":
+            gaps.append(
+                f"{layer.name}: model-compile's own fault, not the recipe's ({(layer.reason or '').splitlines()[0][:200]})"
+                + (f" - rerun: {layer.next_step}" if layer.next_step else "")
+            )
+        elif layer.status in ("not-run", "missing", "skipped", "unavailable"):
             gaps.append(f"{layer.name}: {layer.status}" + (f" - run: {layer.next_step}" if layer.next_step else ""))
     ran = {layer.name for layer in report.layers}
     for name in ("structure", "smoke"):
         if name not in ran and report.verdict == "failed":
             gaps.append(f"{name}: not reached (stopped at the first failure)")
-    if report.rehearsal is not None and report.rehearsal.status != "not-run":
+    if report.rehearsal is not None and report.rehearsal.status not in ("not-run", "tool-error"):
         gaps.extend(summary_lines(report.rehearsal))
     rt = report.runtime_record or RuntimeRecord()
     breaks = rt.graph_breaks

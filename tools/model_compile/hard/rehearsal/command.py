@@ -25,7 +25,8 @@ from model_compile.vocabulary import BACKENDS
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
 
-DEFAULT_STEPS = 10
+DEFAULT_STEPS = 8
+MAX_WORLD = 8
 SKIP_ENV = "MODEL_COMPILE_REHEARSAL"  # "off": --hard lists the rehearsal layer as not run, with its command
 DEFAULT_TIMEOUT_S = 900.0
 
@@ -37,6 +38,8 @@ class Options:
     steps: int = DEFAULT_STEPS
     model_config: Path | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    world_size: int | None = None
+    base: str | None = None  # a revision: rehearse it too, in a temporary worktree, and mark what differs
 
 
 def check(options: Options) -> None:
@@ -45,6 +48,8 @@ def check(options: Options) -> None:
         raise InputError(f"--backend {options.backend!r} is not one of {', '.join(BACKENDS)}")
     if options.steps < 2:
         raise InputError("--steps must be >= 2 (a first step and a steady one)")
+    if options.world_size is not None and not 1 <= options.world_size <= MAX_WORLD:
+        raise InputError(f"--world-size must be between 1 and {MAX_WORLD} (CPU ranks over gloo)")
     if options.timeout_s <= 0:
         raise InputError("--timeout must be > 0")
     if options.model_config is not None and not options.model_config.is_file():
@@ -95,6 +100,7 @@ def execute(
             backend=options.backend,
             steps=options.steps,
             model_config=options.model_config,
+            world_size=options.world_size,
             cpu_only=environment.cpu_only,
         )
     except NotPlanned as exc:
@@ -102,9 +108,65 @@ def execute(
     extra = [] if options.steps == DEFAULT_STEPS else ["--steps", str(options.steps)]
     if options.model_config is not None:
         extra += ["--model-config", str(options.model_config)]
+    if options.base:
+        extra += ["--base", options.base]
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
+    if options.base:
+        with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
     return facts, cmd
+
+
+def with_base(
+    facts: RehearsalFacts,
+    recipe_root: Path,
+    repo_root: Path,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    environment: Environment,
+    out_dir: Path,
+    options: Options,
+    flag: str | None,
+) -> None:
+    """The same rehearsal of `options.base` (cached by its tree) beside the head's, each measure marked."""
+    from dataclasses import replace
+
+    from model_compile.analyze import analyze_path
+    from model_compile.hard.rehearsal import base
+
+    rev = str(options.base)
+    try:
+        commit, tree = base.resolve(repo_root, rev)
+        rel = recipe_root.resolve().relative_to(repo_root.resolve())
+    except ValueError as exc:
+        facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
+        return
+    key = base.cache_key(tree, str(rel), options, interp.path)
+    base_facts = base.load(key)
+    if base_facts is not None:
+        facts.notes.append(f"the base's rehearsal is the cached one of tree {tree[:12]} ({base.cache_path(key)})")
+    else:
+        with base.Worktree(repo_root, commit) as tree_dir:
+            recipe_b = tree_dir / rel
+            if not recipe_b.is_dir():
+                base_facts = rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
+            else:
+                report = analyze_path(recipe_b, recipe=None)
+                found = report.recipes[0] if report.recipes else None
+                base_facts, _ = execute(
+                    found,
+                    recipe_b,
+                    tree_dir,
+                    interp,
+                    env,
+                    environment,
+                    out_dir / "base",
+                    replace(options, base=None),
+                    flag,
+                )
+        base.save(key, base_facts)
+    facts.base, facts.base_rev = base_facts, rev
+    facts.versus_base = base.versus(facts, base_facts, rev)
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:
@@ -145,7 +207,8 @@ def layer_where(facts: RehearsalFacts, interpreter_path: str) -> str:
     backend = f", backend {facts.backend}" if facts.backend else ""
     if facts.backend and instead_of_inductor(facts):
         backend += " (not the stage's inductor)"
-    return f"{facts.label}{backend}, {interpreter_path}"
+    ranks = f", {facts.world_size} rank(s)" if facts.world_size else ""
+    return f"{facts.label}{backend}{ranks}, {interpreter_path}"
 
 
 def standalone(
@@ -157,6 +220,13 @@ def standalone(
 
     check(options)
     recipe_root, repo_root = resolve_recipe(path, None)
+    if options.base:
+        from model_compile.hard.rehearsal import base
+
+        try:
+            base.resolve(repo_root, options.base)
+        except ValueError as exc:
+            raise InputError(f"--base {options.base}: not a revision of {repo_root} ({exc})") from exc
     interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-rehearse-"))
     out_dir.mkdir(parents=True, exist_ok=True)

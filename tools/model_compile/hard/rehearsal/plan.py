@@ -1,17 +1,14 @@
-"""Plan a rehearsal, statically: which stage, which tiny architecture, which overrides, which backend.
+"""Plan a rehearsal, statically: the stage, its world size and wrap, the model at its real depth, the data the
+recipe's own data path is fed, the backend, the schedule, and the overrides that make it run here.
 
-Reads the stage YAML (C loader), the soft report's ledger and config facts, and
-where a checkpoint folder or the hub cache has one, a `config.json`. Nothing of
-the repository is imported and torch is not imported. The plan becomes the
-child's spec (`runtime/rehearsal.py`).
+Reads the stage YAML (C loader), the soft report's ledger and config facts, and where one is on this machine
+a `config.json` of the model. Nothing of the repository is imported and torch is not imported. The plan
+becomes the children's spec (`runtime/rehearsal/child.py`).
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,56 +16,39 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
-from model_compile.hard.stages import hub_cache, stage_files
-from model_compile.runtime.batches import PACK_KEYS
-from model_compile.runtime.tiny_models import FAMILIES
+from model_compile.hard.rehearsal.data_plan import DataPlan, plan_data
+from model_compile.hard.rehearsal.model_plan import ModelPlan, NotPlanned, plan_model
+from model_compile.hard.rehearsal.world import WorldPlan, plan_world
+from model_compile.hard.stages import stage_files
+from model_compile.runtime.rehearsal.batches import PACK_KEYS
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
 
+__all__ = ["NotPlanned", "Plan", "plan"]
+
 PRETRAINED_KEYS = ("pretrained_model_name_or_path", "model_name_or_path", "pretrained_path")
-LOAD_FLAGS = ("load_pretrained_weights", "load_pretrained_model")
-# A recipe-local builder's size fields under the model section -> the tiny value (only when larger).
-SIZE_FIELDS = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "image_size": 32,
-    "patch_size": 8,
-    "num_layers": 2,
-    "num_heads": 4,
-    "d_model": 32,
-    "dim": 32,
-}
-# Hub ids and folder names -> family (the most specific first).
-NAME_PATTERNS = (
-    (re.compile(r"qwen3[-_.]?vl", re.I), "qwen3_vl"),
-    (re.compile(r"qwen2[._-]5[-_.]?vl", re.I), "qwen2_5_vl"),
-    (re.compile(r"qwen2[-_.]?vl", re.I), "qwen2_vl"),
-    (re.compile(r"qwen3(?![-_.]?vl)", re.I), "qwen3"),
-    (re.compile(r"(^|/)vit[-_]|google/vit", re.I), "vit"),
-)
 CPU_BACKEND = "aot_eager"
-
-
-class NotPlanned(Exception):
-    """The rehearsal cannot run as asked; the message says why and what fixes it."""
+DEFAULT_STEPS = 8
 
 
 @dataclass
 class Plan:
     stage: str
     stage_reason: str
-    family: str | None
-    family_source: str
     backend: str
     backend_reason: str
     mode: str
+    steps: int
+    world: WorldPlan
+    model: ModelPlan
+    data: DataPlan
     overrides: list[str]
     spec: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    compile_call: str | None = None  # file:line and text of the compile call (for the advice)
+    compile_kwargs: dict[str, str] = field(default_factory=dict)
+    forward_step: str | None = None  # file:line of the recipe's forward_step
 
 
 def _walk(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -109,78 +89,6 @@ def choose_stage(
     return stages[0], "the first stage file (none enables compile; pass --config-name for another)"
 
 
-# Variants of a family that are another architecture (mixture of experts, hybrid attention, omni models).
-OTHER_ARCHITECTURE = re.compile(r"moe|-a\d+(\.\d+)?b\b|next|omni", re.I)
-
-
-def family_from_name(name: str) -> str | None:
-    """The family a hub id or folder name names, or None (never a guess across architectures)."""
-    if OTHER_ARCHITECTURE.search(name):
-        return None
-    for pattern, family in NAME_PATTERNS:
-        if pattern.search(name):
-            return family
-    return None
-
-
-def _hub_config(name: str) -> Path | None:
-    """config.json of a hub id in the local Hugging Face cache (read statically), if one is there."""
-    folder = hub_cache() / ("models--" + name.replace("/", "--")) / "snapshots"
-    found = sorted(folder.glob("*/config.json")) if folder.is_dir() else []
-    return found[-1] if found else None
-
-
-def _read_config_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise NotPlanned(f"{path} is not a readable config.json: {exc}") from exc
-    if not isinstance(data, dict):
-        raise NotPlanned(f"{path} is not a config.json object")
-    return data
-
-
-def _family_of_config(data: dict[str, Any], where: str) -> str:
-    model_type = str(data.get("model_type") or "")
-    family = model_type if model_type in FAMILIES else None  # a family is named by its config.json model_type
-    if family is None:
-        raise NotPlanned(
-            f"architecture {model_type or '(no model_type)'} of {where} has no tiny family here "
-            f"(known: {', '.join(sorted(FAMILIES))})"
-        )
-    return family
-
-
-def resolve_family(
-    value: str | None, repo_root: Path, model_config: Path | None
-) -> tuple[str | None, str, dict[str, Any] | None]:
-    """(family, how it was found, the config.json to keep structure from)."""
-    if model_config is not None:
-        data = _read_config_json(model_config)
-        return _family_of_config(data, str(model_config)), f"--model-config {model_config}", data
-    if value is None:
-        return None, "the recipe's own config fields (no checkpoint to shrink)", None
-    local = Path(value) if os.path.isabs(value) else repo_root / value
-    if (local / "config.json").is_file():
-        data = _read_config_json(local / "config.json")
-        return _family_of_config(data, f"{value}/config.json"), f"{value}/config.json (local checkpoint)", data
-    cached = _hub_config(value)
-    if cached is not None:
-        data = _read_config_json(cached)
-        return (
-            _family_of_config(data, f"the hub cache's {value}"),
-            f"{value} (config.json in the local hub cache)",
-            data,
-        )
-    family = family_from_name(value)
-    if family is None:
-        raise NotPlanned(
-            f"the architecture of {value!r} is not recognised from its name and no config.json of it is here "
-            f"(families known: {', '.join(sorted(FAMILIES))}); pass --model-config PATH to a config.json of it"
-        )
-    return family, f"{value} (recognised by name)", None
-
-
 def _recipe_mentions(recipe_root: Path, words: tuple[str, ...]) -> set[str]:
     """Which of `words` the recipe's own Python (not its tests) names as a string or attribute."""
     found: set[str] = set()
@@ -193,43 +101,6 @@ def _recipe_mentions(recipe_root: Path, words: tuple[str, ...]) -> set[str]:
             continue
         found.update(w for w in words if w in text)
     return found
-
-
-def schema_size_defaults(recipe: RecipeReport, recipe_root: Path) -> dict[str, int]:
-    """Integer defaults of the size fields of the schema's model class (`hidden_size: int = 768`), read with ast."""
-    schema = recipe.config.schema_
-    if not schema.file or not schema.model_class:
-        return {}
-    try:
-        tree = ast.parse((recipe_root / schema.file).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    out: dict[str, int] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == schema.model_class:
-            for item in node.body:
-                if (
-                    isinstance(item, ast.AnnAssign)
-                    and isinstance(item.target, ast.Name)
-                    and item.target.id in SIZE_FIELDS
-                ):
-                    value = _default_of(item.value)
-                    if type(value) is int:
-                        out[item.target.id] = value
-    return out
-
-
-def _default_of(node: ast.expr | None) -> object:
-    """`768`, `Field(768, ...)` or `Field(default=768, ...)` -> 768."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Field":
-        if node.args and isinstance(node.args[0], ast.Constant):
-            return node.args[0].value
-        for kw in node.keywords:
-            if kw.arg == "default" and isinstance(kw.value, ast.Constant):
-                return kw.value.value
-    return None
 
 
 def module_name(path: Path, repo_root: Path) -> tuple[str, Path]:
@@ -245,6 +116,47 @@ def module_name(path: Path, repo_root: Path) -> tuple[str, Path]:
     return ".".join(parts), repo_root
 
 
+def _method_line(path: Path, cls: str, method: str) -> int | None:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    return item.lineno
+    return None
+
+
+def _backend(stage_backend: str, asked: str | None, cpu_only: bool) -> tuple[str, str]:
+    if asked:
+        return asked, "asked for with --backend"
+    if cpu_only and stage_backend == "inductor":
+        return CPU_BACKEND, (
+            f"the stage's backend is inductor; on CPU the rehearsal uses {CPU_BACKEND} unless --backend inductor "
+            "(graph breaks and guards do not depend on the backend; numerics and compile time do)"
+        )
+    return stage_backend, "the stage's own backend"
+
+
+def _run_overrides(paths: dict[str, Any], out_dir: Path) -> tuple[list[str], list[str]]:
+    overrides, notes = [], []
+    for key, value in paths.items():
+        leaf = key.split(".")[-1]
+        if leaf == "attn_implementation" and isinstance(value, str) and value != "sdpa":
+            overrides.append(f"{key}=sdpa")
+            notes.append(f"{key}: {value} -> sdpa for the rehearsal (flash attention varlen is not exercised)")
+        elif key == "log.backends" and isinstance(value, list) and "wandb" in value:
+            kept = [b for b in value if b != "wandb"] or ["terminal"]
+            overrides.append(f"{key}=[{','.join(kept)}]")
+        elif key in ("project.dir", "output_dir", "train.output_dir") and isinstance(value, str):
+            overrides.append(f"{key}={out_dir / 'outputs'}")
+        elif key.endswith("num_workers") and isinstance(value, int) and value:
+            overrides.append(f"{key}=0")
+    return overrides, notes
+
+
 def plan(
     recipe: RecipeReport,
     recipe_root: Path,
@@ -254,8 +166,9 @@ def plan(
     stage: str | None = None,
     conftest_default: str | None = None,
     backend: str | None = None,
-    steps: int = 12,
+    steps: int = DEFAULT_STEPS,
     model_config: Path | None = None,
+    world_size: int | None = None,
     cpu_only: bool = True,
 ) -> Plan:
     """The rehearsal's spec, or NotPlanned with the reason and the flag that fixes it."""
@@ -267,94 +180,78 @@ def plan(
         raise NotPlanned("no engine class with prepare_model() was found")
     name, stage_reason = choose_stage(recipe, recipe_root, stage, conftest_default)
     config_file = stage_files(recipe_root)[name]
-    data = load_stage(config_file)
-    paths = dict(_walk(data))
-    notes: list[str] = []
-    overrides: list[str] = []
-    # the architecture
+    paths = dict(_walk(load_stage(config_file)))
+    overrides, notes = _run_overrides(paths, out_dir)
+    # the world and the wrap
+    mesh = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if k.startswith("parallel.mesh.")}
+    world = plan_world(mesh, "parallel.mesh", world_size)
+    overrides += world.overrides
+    notes += world.notes
+    # the model
     pretrained_key = next((k for k in paths if k.split(".")[-1] in PRETRAINED_KEYS and isinstance(paths[k], str)), None)
-    load_flag = next((k for k in paths if k.split(".")[-1] in LOAD_FLAGS), None)
-    loads_weights = load_flag is None or paths[load_flag] is not False
-    value = str(paths[pretrained_key]) if pretrained_key else None
-    try:
-        family, family_source, base = resolve_family(value, repo_root, model_config)
-    except NotPlanned as exc:
-        if loads_weights or model_config is not None:
-            raise
-        # the stage builds from the recipe's own fields: the name may not matter (the eager twin tells)
-        family, family_source, base = None, f"the recipe's own config fields ({exc})", None
-    checkpoint = None
-    if family is not None and pretrained_key is not None:
-        # written even when the stage does not load weights: a builder may still read the config there
-        ckpt_dir = out_dir / "tiny-checkpoint"
-        checkpoint = {"family": family, "dir": str(ckpt_dir), "base": base}
-        overrides.append(f"{pretrained_key}={ckpt_dir}")
-        if not loads_weights:
-            family_source = (
-                f"the recipe's builder and its own size fields, shrunk ({load_flag} is false; a tiny {family} "
-                f"checkpoint from {family_source} sits at the pretrained path for a builder that reads its config)"
-            )
     model_prefix = pretrained_key.rsplit(".", 1)[0] if pretrained_key and "." in pretrained_key else "model"
-    if checkpoint is None or not loads_weights:
-        defaults = schema_size_defaults(recipe, recipe_root)
-        for key, tiny in SIZE_FIELDS.items():
-            full = f"{model_prefix}.{key}"
-            value = paths.get(full, defaults.get(key))
-            if isinstance(value, int) and not isinstance(value, bool) and value > tiny:
-                overrides.append(f"{full}={tiny}")
-        if any(o.split("=")[0].endswith(tuple(SIZE_FIELDS)) for o in overrides):
-            notes.append("the recipe builds its model from its own size fields: those were shrunk for the rehearsal")
+    builder = {
+        k: v
+        for k, v in paths.items()
+        if k.startswith(model_prefix + ".") and k.count(".") == model_prefix.count(".") + 1
+    }
+    bounds = {}
     for key, value in paths.items():
-        leaf = key.split(".")[-1]
-        if leaf == "attn_implementation" and isinstance(value, str) and value != "sdpa":
-            overrides.append(f"{key}=sdpa")
-            notes.append(f"{key}: {value} -> sdpa for the rehearsal (flash attention varlen is not exercised)")
-        elif key.startswith("parallel.mesh.") and isinstance(value, int) and not isinstance(value, bool) and value != 1:
-            overrides.append(f"{key}=1")
-        elif key == "log.backends" and isinstance(value, list) and "wandb" in value:
-            kept = [b for b in value if b != "wandb"] or ["terminal"]
-            overrides.append(f"{key}=[{','.join(kept)}]")
-        elif key in ("project.dir", "output_dir", "train.output_dir") and isinstance(value, str):
-            overrides.append(f"{key}={out_dir / 'outputs'}")
-        elif key.endswith("num_workers") and isinstance(value, int) and value:
-            overrides.append(f"{key}=0")
-    if any(o.startswith("parallel.mesh.") for o in overrides):
-        notes.append(
-            "parallel.mesh set to one rank (replicate/shard/tensor 1): the distributed wrap is DDP-style, not FSDP2"
-        )
+        leaf = key.rsplit(".", 1)[-1]
+        if isinstance(value, int) and leaf in ("image_max_pixels", "max_pixels"):
+            bounds["max_pixels"] = value
+        elif isinstance(value, int) and leaf in ("image_min_pixels", "min_pixels"):
+            bounds["min_pixels"] = value
+    model = plan_model(paths[pretrained_key] if pretrained_key else None, repo_root, model_config, builder, bounds)
+    overrides += model.overrides
+    ckpt_dir = out_dir / "tiny-checkpoint"
+    checkpoint = None
+    if model.config is not None and pretrained_key is not None:
+        checkpoint = {
+            "dir": str(ckpt_dir),
+            "reference_dir": str(out_dir / "tiny-checkpoint-reference"),
+            "override_key": pretrained_key,
+            "config": model.config,
+            "seed": 0,
+            "processor": model.processor,
+        }
+        overrides.append(f"{pretrained_key}={ckpt_dir}")
+    # the data and the schedule
+    mentioned = _recipe_mentions(recipe_root, PACK_KEYS)
+    data = plan_data(
+        paths,
+        repo_root,
+        recipe_root,
+        steps=steps,
+        world_size=world.world_size,
+        vision=model.vision,
+        model_dir=str(ckpt_dir),
+        out_dir=out_dir,
+        batch_keys=sorted(mentioned),
+    )
+    overrides += data.overrides
+    notes += data.notes
+    if data.mode == "batches" and model.config is None:
+        raise NotPlanned(f"{data.reason}, but the model is the recipe's own (no config to shape batches from)")
     # the compile section and backend
     section = "model.compile"
     stage_facts = next((s for s in recipe.config.stages if s.name == name), None)
     stage_backend = str((stage_facts.values.get("backend") if stage_facts else None) or "inductor")
     stage_mode = str((stage_facts.values.get("mode") if stage_facts else None) or "default")
-    if backend:
-        chosen, why = backend, "asked for with --backend"
-    elif cpu_only and stage_backend == "inductor":
-        chosen, why = (
-            CPU_BACKEND,
-            (
-                f"the stage's backend is inductor; on CPU the rehearsal uses {CPU_BACKEND} unless --backend inductor "
-                "(graph breaks and guards do not depend on the backend; numerics and compile time do)"
-            ),
-        )
-    else:
-        chosen, why = stage_backend, "the stage's own backend"
+    chosen, why = _backend(stage_backend, backend, cpu_only)
     mode = stage_mode if chosen == "inductor" else "default"
     if mode != stage_mode:
         notes.append(f"mode {stage_mode} applies to inductor only: the {chosen} rehearsal runs mode default")
-    low_precision = any(
-        str(v).lower() in ("bf16", "fp16", "bfloat16", "float16")
-        for k, v in paths.items()
-        if k.endswith("mixed_precision")
-    )
-    engine_module, engine_base = module_name((recipe_root / ledger.file).resolve(), repo_root)
+    engine_file = (recipe_root / ledger.file).resolve()
+    engine_module, engine_base = module_name(engine_file, repo_root)
     schema = recipe.config.schema_
     schema_module = None
     if schema.file and schema.root_class:
         schema_module, _ = module_name((recipe_root / schema.file).resolve(), repo_root)
     scope = recipe.scope
     disabled = sorted({m.split(".", 1)[1] for part in scope.parts for m in part.minus if "." in m})
-    mentioned = _recipe_mentions(recipe_root, PACK_KEYS)  # one read of the recipe's Python
+    compile_event = next((e for lg in recipe.ledger for e in lg.events if e.kind == "compile"), None)
+    fwd = _method_line(engine_file, ledger.engine_class, "forward_step")
     spec: dict[str, Any] = {
         "repo_root": str(repo_root),
         "recipe_root": str(recipe_root),
@@ -369,13 +266,34 @@ def plan(
         "backend": chosen,
         "mode": mode,
         "checkpoint": checkpoint,
+        "data": {
+            "mode": data.mode,
+            "reason": data.reason,
+            "rows_path": str(out_dir / "rows" / "rows.jsonl"),
+            "rows": data.rows,
+            "batches": data.batches,
+            "model_dir": str(ckpt_dir),
+        },
         "steps": steps,
-        "seed": 0,
         "targets": list(scope.patterns),
         "disabled": disabled,
-        "batch_keys": sorted(mentioned),
-        "packed": "pack_segment_ids" in mentioned,
-        "low_precision": low_precision,
-        "out": str(out_dir / "rehearsal.json"),
+        "precision": {},  # filled from the prepare child's reading of the validated config
+        "out_dir": str(out_dir),
     }
-    return Plan(name, stage_reason, family, family_source, chosen, why, mode, overrides, spec, notes)
+    return Plan(
+        stage=name,
+        stage_reason=stage_reason,
+        backend=chosen,
+        backend_reason=why,
+        mode=mode,
+        steps=steps,
+        world=world,
+        model=model,
+        data=data,
+        overrides=overrides,
+        spec=spec,
+        notes=notes,
+        compile_call=f"{compile_event.file}:{compile_event.line}: {compile_event.call}" if compile_event else None,
+        compile_kwargs=dict(compile_event.arguments or {}) if compile_event else {},
+        forward_step=f"{ledger.file}:{fwd}" if fwd else None,
+    )

@@ -1,10 +1,16 @@
-"""The rehearsal in words: a short text table, and the lines the review report's gaps section shows."""
+"""The rehearsal in words: the text `rehearse` prints, and the lines the review report's gaps section shows.
+
+Every figure is printed from the facts the judge read; a count says what it counts (recompiles are new
+compiled variants, graph breaks come from rank 0's trace), and the parity line prints both errors, the
+compiled twin's and the eager twin's, against the same reference.
+"""
 
 from __future__ import annotations
 
-import re
-
 from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.rehearsal.judge import readable_guard
+
+__all__ = ["backend_line", "instead_of_inductor", "readable_guard", "summary_lines", "text"]
 
 
 def _e(value: float | None) -> str:
@@ -18,21 +24,15 @@ def _worst(facts: RehearsalFacts, attr: str) -> float | None:
     return max(values) if values else None
 
 
-def _logits(facts: RehearsalFacts) -> str:
-    worst = _worst(facts, "logits_rel_err")
-    if worst is None:
-        return "not captured (the output has none outside compiled code, e.g. a chunked loss)"
-    return _e(worst)
-
-
 def parity_line(facts: RehearsalFacts) -> str:
-    if not facts.steps:
+    if not facts.steps or facts.parity_rule is None:
         return "parity: not measured"
-    tol = {s.tolerance_class: s.tolerance for s in facts.steps if s.tolerance_class}
-    tols = ", ".join(f"{t:.2g} ({c})" for c, t in tol.items() if t is not None)
+    eager = ""
+    if _worst(facts, "grad_err_eager") is not None:
+        eager = f" (eager twin: {_e(_worst(facts, 'grad_err_eager'))}, {_e(_worst(facts, 'loss_err_eager'))})"
     return (
-        f"parity over {len(facts.steps)} steps (worst relative error): loss {_e(_worst(facts, 'loss_rel_err'))}, "
-        f"logits {_logits(facts)}, gradients {_e(_worst(facts, 'grad_rel_err'))}; tolerance {tols}"
+        f"parity over {len(facts.steps)} optimizer steps, worst relative error to the reference: gradients "
+        f"{_e(_worst(facts, 'grad_err'))}, loss {_e(_worst(facts, 'loss_err'))}{eager}; rule: {facts.parity_rule}"
     )
 
 
@@ -40,13 +40,14 @@ def timing_line(facts: RehearsalFacts) -> str | None:
     if facts.first_step_s is None:
         return None
     if facts.steady_step_s is None:
-        steady = "never reached (every step compiled something)"
+        steady = "never reached (every optimizer step compiled something)"
     else:
-        n = facts.steady_steps
-        steady = f"{facts.steady_step_s} s" + (f" (median of {n} step(s) that compiled nothing new)" if n else "")
+        n = facts.steady_steps or 0
+        steady = f"{facts.steady_step_s} s (median of {n} optimizer step(s) that compiled nothing new"
+        steady += ", fewer than 5)" if n < 5 else ")"
         if facts.limit_hits:
             steady += ", partly eager: the recompile limit was hit before"
-    text = f"first compiled step {facts.first_step_s} s vs steady compiled step {steady}; eager step {facts.eager_step_s} s"
+    text = f"first optimizer step {facts.first_step_s} s vs steady step {steady}; eager step {facts.eager_step_s} s"
     if facts.trace_compile_s is not None:
         text += f"; compile time in the trace {facts.trace_compile_s} s"
     return text + f" ({facts.backend}; {facts.label}: no speedup is claimed from these)"
@@ -58,7 +59,6 @@ def instead_of_inductor(facts: RehearsalFacts) -> bool:
 
 
 def backend_line(facts: RehearsalFacts) -> str:
-    """Which backend ran, and what that leaves unexercised."""
     if instead_of_inductor(facts):
         return (
             f"backend {facts.backend}, not the stage's inductor: graph breaks and guards are the same, numerics and "
@@ -67,76 +67,53 @@ def backend_line(facts: RehearsalFacts) -> str:
     return f"backend {facts.backend} ({facts.backend_reason})"
 
 
-_SIZE_GUARD = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
-ADVICE = (
-    "advice: a frame that recompiles per shape runs eager after the limit; compiling per block "
-    "(`model-compile generate RECIPE --path regional --switch --target <blocks> --reason ...`) keeps the "
-    "code around the blocks (loss, rope index, vision preprocessing) eager and usually settles across "
-    "shapes; rehearse again after the change to see whether it does"
-)
+def _depth(facts: RehearsalFacts) -> str:
+    if not facts.depth:
+        return "depth: as the recipe's builder makes it"
+    parts = ", ".join(f"{k} {v}" for k, v in facts.depth.items())
+    return f"depth: {parts}" + ("" if facts.depth_known else " (real depth unknown)")
 
 
-def readable_guard(text: str) -> str:
-    """`tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`."""
-
-    def repl(m: re.Match[str]) -> str:
-        names = re.findall(r"\['([A-Za-z_]\w*)'\]", m.group(1)) or re.findall(r"^([A-Za-z_]\w*)$", m.group(1))
-        what = names[-1] if names else "an input tensor"
-        return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
-
-    return _SIZE_GUARD.sub(repl, re.sub(r"(^|last reason: )\d+/\d+: ", r"\1", text.strip()))
-
-
-def recompiles_by_frame(facts: RehearsalFacts) -> list[tuple[str, int, str]]:
-    """(frame, count, its last failed guard made readable), most recompiles first."""
-    counts: dict[str, list[str]] = {}
-    for step in facts.steps:
-        for entry in step.recompiles:
-            frame, sep, guard = entry.partition("): ")
-            counts.setdefault(frame + (")" if sep else ""), []).append(guard or entry)
-    ranked = sorted(counts.items(), key=lambda kv: -len(kv[1]))
-    return [(frame, len(guards), readable_guard(guards[-1])) for frame, guards in ranked]
+def _graph_breaks(facts: RehearsalFacts) -> str:
+    if not facts.graph_break_sites:
+        return "graph breaks: none in the trace (rank 0)"
+    return f"graph breaks: {facts.graph_break_count} at {facts.graph_break_site_count} site(s) (rank 0's trace)"
 
 
 def summary_lines(facts: RehearsalFacts) -> list[str]:
     """What the report's gaps section says about a rehearsal that ran: the failure and its fix first."""
-    out: list[str] = []
-    where = f"[rehearsal, {facts.label}, {facts.backend}]"
+    where = f"[rehearsal, {facts.label}, {facts.backend}, {facts.world_size} rank(s)]"
     if facts.status == "not-run":
         return [f"rehearsal not run: {facts.reason}"]
-    out += [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
-    if facts.limit_hits:
-        out.append(ADVICE)
-    model = facts.model_class or facts.family or "the recipe's model"
+    if facts.status == "tool-error":
+        return [f"rehearsal did not run (a model-compile fault, not the recipe's): {facts.reason}"]
+    out = [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
+    out += [f"fix: {f}" for f in facts.fixes]
+    model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
-    out.append(
-        f"stage {facts.stage} on a tiny {model}{size}, architecture from {facts.family_source}; "
-        f"steps through {facts.path or '-'}"
-    )
+    out.append(f"stage {facts.stage} on a tiny {model}{size}: {facts.model_source}; {_depth(facts)}")
+    out.append(f"wrap: {facts.wrap}; precision: {facts.precision}; batches: {facts.batches}")
     out.append(backend_line(facts))
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
-    frames = recompiles_by_frame(facts)
-    if frames:
-        top = "; ".join(f"{n}x {frame} (last: {guard[:120]})" for frame, n, guard in frames[:3])
-        out.append(f"{sum(n for _, n, _ in frames)} recompile(s) in {len(frames)} frame(s), most first: {top} {where}")
-    user = [g for g in facts.graph_break_sites if not g.site.startswith("library")]
-    lib = [g for g in facts.graph_break_sites if g.site.startswith("library")]
-    if facts.graph_break_sites:
-        sites = {g.site for g in facts.graph_break_sites}
-        own = {g.site for g in user}
-        top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in (user + lib)[:4])
-        total = sum(g.count for g in facts.graph_break_sites)
+    if facts.recompile_frames:
         out.append(
-            f"{total} graph break(s) at {len(sites)} site(s), {len(own)} in the repository's code: {top} {where}"
+            f"{facts.recompile_count} recompile(s) (new compiled variants), most first: "
+            + "; ".join(facts.recompile_frames[:3])
+            + f" {where}"
         )
+    if facts.graph_break_sites:
+        top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in facts.graph_break_sites[:4])
+        out.append(f"{_graph_breaks(facts)}: {top} {where}")
+    if facts.sync:
+        out.append(f"gradient sync: {facts.sync}")
     timing = timing_line(facts)
     if timing:
         out.append(timing)
     out.append(f"the rehearsal ran a tiny model; {facts.limits}")
     if facts.record:
-        out.append(f"every step, shape and guard: {facts.record} (its log and TORCH_TRACE beside it)")
+        out.append(f"every step, shape and guard: {facts.record} (records, logs and the trace)")
     return out
 
 
@@ -145,17 +122,22 @@ def text(facts: RehearsalFacts, command: str) -> str:
     lines = [f"rehearsal: {facts.status}" + (f" - {reason}" if reason else "") + f"  [{facts.label}]"]
     if facts.stage:
         lines.append(f"stage: {facts.stage} ({facts.stage_reason})")
+    if facts.model_source:
+        model = facts.model_class or "?"
+        size = f", {facts.parameters:,} parameters" if facts.parameters else ""
+        lines.append(f"model: {model}{size}; {facts.model_source}")
+        lines.append(f"  {_depth(facts)}" + (f"; widths shrunk: {', '.join(facts.shrunk[:6])}" if facts.shrunk else ""))
+    lines.append(f"ranks: {facts.world_size} ({facts.world_size_reason}); wrap: {facts.wrap}")
     if facts.backend:
         lines.append(f"backend: {facts.backend}, mode {facts.mode} ({facts.backend_reason})")
-    if facts.family_source:
-        model = facts.model_class or facts.family or "?"
-        size = f", {facts.parameters:,} parameters" if facts.parameters else ""
-        lines.append(f"model: {model}{size}; architecture from {facts.family_source}")
+    if facts.precision or facts.twins:
+        lines.append(f"precision: {facts.precision or '?'}; runs: {', '.join(facts.twins) or '-'}")
+    if facts.batches:
+        lines.append(f"batches: {facts.batches}")
+    if facts.accumulation:
+        lines.append(f"steps: {facts.steps_planned} optimizer steps, {facts.accumulation}")
     if facts.returned:
-        lines.append(
-            f"prepare_model() returned {facts.returned}; forward/loss path: {facts.path or '-'}"
-            + ("; packed batches" if facts.packed else "; padded batches" if facts.packed is False else "")
-        )
+        lines.append(f"prepare_model() returned {facts.returned}")
     if facts.compiled_module_count is not None:
         lines.append(
             f"compiled: {facts.compiled_module_count} module(s) ({', '.join(facts.compiled_modules[:4]) or 'none'})"
@@ -167,46 +149,53 @@ def text(facts: RehearsalFacts, command: str) -> str:
     if facts.steps:
         lines.append(parity_line(facts))
         lines.append(
-            f"  {'step':>4}  {'shape':<44} {'loss':>7} {'logits':>7} {'grads':>7} {'recomp':>6} {'breaks':>6} {'eager_s':>8} {'comp_s':>8}"
+            f"  {'step':>4}  {'batches':<46} {'grads':>7} {'eager':>7} {'loss':>7} {'recomp':>6} {'graphs':>6} {'eager_s':>8} {'comp_s':>8}"
         )
         for s in facts.steps:
             lines.append(
-                f"  {s.step:>4}  {s.shape[:44]:<44} {_e(s.loss_rel_err):>7} {_e(s.logits_rel_err):>7} {_e(s.grad_rel_err):>7} "
-                f"{len(s.recompiles):>6} {s.graph_breaks:>6} {s.eager_s if s.eager_s is not None else '-':>8} "
-                f"{s.compiled_s if s.compiled_s is not None else '-':>8}" + (f"  ERROR {s.error}" if s.error else "")
+                f"  {s.step:>4}  {s.shape[:46]:<46} {_e(s.grad_err):>7} {_e(s.grad_err_eager):>7} {_e(s.loss_err):>7} "
+                f"{len(s.recompiles):>6} {s.new_graphs if s.new_graphs is not None else '-':>6} "
+                f"{s.eager_s if s.eager_s is not None else '-':>8} {s.compiled_s if s.compiled_s is not None else '-':>8}"
             )
-    if facts.graph_break_sites:
-        lines.append(
-            f"graph breaks: {sum(g.count for g in facts.graph_break_sites)} at {len(facts.graph_break_sites)} site(s)"
-        )
+    if facts.steps or facts.graph_break_sites:
+        lines.append(_graph_breaks(facts))
         for g in facts.graph_break_sites[:12]:
             lines.append(f"  {g.count:>3}x {g.site}: {g.reason[:110]}")
-    elif facts.steps:
-        lines.append("graph breaks: none in the trace")
     if facts.steps:
-        frames = recompiles_by_frame(facts)
-        lines.append(f"recompiles: {sum(n for _, n, _ in frames)}" + (f" in {len(frames)} frame(s):" if frames else ""))
-        lines += [f"  {n:>3}x {frame} (last: {guard[:140]})" for frame, n, guard in frames[:6]]
+        lines.append(
+            f"recompiles: {facts.recompile_count} new compiled variant(s)" + (" in:" if facts.recompile_frames else "")
+        )
+        lines += [f"  {frame[:220]}" for frame in facts.recompile_frames[:6]]
         hits = facts.limit_hits
-        lines.append("recompile-limit hits: " + ("; ".join(h[:200] for h in hits[:3]) if hits else "none"))
+        lines.append(
+            "recompile-limit hits: " + ("; ".join(readable_guard(h)[:220] for h in hits[:3]) if hits else "none")
+        )
+    for rank in facts.ranks:
+        lines.append(f"  {rank}")
+    if facts.sync:
+        lines.append(f"gradient sync: {facts.sync}")
     timing = timing_line(facts)
     if timing:
         lines.append(f"time: {timing}")
     if facts.wall_s:
         lines.append(
-            f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the child), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})"
+            f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the children), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})"
         )
     for problem in facts.problems[1:6]:
         lines.append(f"also: {readable_guard(problem)}")
+    for fix in facts.fixes:
+        lines.append(f"fix: {fix}")
     for note in facts.notes:
         lines.append(f"note: {note}")
+    for line in facts.versus_base:
+        lines.append(f"vs base: {line}")
     if facts.overrides:
         lines.append("overrides: " + " ".join(facts.overrides))
     lines.append(f"cannot show: {facts.limits}")
-    if facts.detail and facts.status in ("failed", "not-run"):
+    if facts.detail and facts.status in ("failed", "not-run", "tool-error"):
         lines.append("child traceback (tail):")
         lines += ["  " + ln for ln in facts.detail.strip().splitlines()[-6:]]
-    if facts.log:
-        lines.append(f"log: {facts.log}")
+    if facts.record:
+        lines.append(f"records, logs, trace: {facts.record}")
     lines.append(f"rerun: {command}")
     return "\n".join(lines) + "\n"

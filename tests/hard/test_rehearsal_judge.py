@@ -1,0 +1,281 @@
+"""How the rehearsal reads its children's records and judges them, and what it prints (no child process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model_compile.analyze import analyze_path
+from model_compile.hard.env.proc import RankResult
+from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.rehearsal import judge
+from model_compile.hard.rehearsal.plan import plan
+from model_compile.hard.rehearsal.render import readable_guard, summary_lines, text
+from model_compile.hard.rehearsal.run import to_layer
+
+RECIPES = Path(__file__).parent / "fixtures" / "rehearsal_repo" / "recipes"
+LIMIT = "torch._dynamo hit config.recompile_limit (8) function: 'forward' (/repo/mvp/loss.py:243) last reason: 0/7: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69"
+CACHE = "kwargs['cache'].layers[7].is_initialized == False"
+
+
+def _plan(tmp_path: Path, recipe: str = "lm_blocks"):
+    report = analyze_path(RECIPES / recipe)
+    return plan(report.recipes[0], RECIPES / recipe, RECIPES.parent, tmp_path)
+
+
+def _micro(
+    step: int, graphs: int = 0, recompiles: list[dict] | None = None, hits: list[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "step": step,
+        "shape": "tokens 1x32",
+        "seconds": 0.5 if graphs else 0.1,
+        "new_graphs": graphs,
+        "recompiles": recompiles or [],
+        "limit_hits": hits or [],
+    }
+
+
+def _records(parity_c: list[float], parity_e: list[float], micro: list[dict], keys_same: bool = True) -> dict:
+    steps = len(parity_c)
+    model = {
+        "ok": True,
+        "returned": "DistributedDataParallel",
+        "model": "Qwen3ForCausalLM",
+        "parameters": 10,
+        "compiled_modules": ["(model) [inplace]"],
+        "compiled_module_count": 1,
+        "wrap": "DistributedDataParallel",
+        "targets": {"target_checks": [], "target_failures": []},
+        "disabled": [],
+    }
+    keys = {
+        "state_dict": {
+            "checked": True,
+            "count": 3,
+            "same": keys_same,
+            "only_eager": [] if keys_same else ["a"],
+            "only_compiled": [] if keys_same else ["_orig_mod.a"],
+            "orig_mod": 0 if keys_same else 3,
+        }
+    }
+    parity = {
+        "rule": "compiled error <= 3 x eager error + 0.0001, both against the float32 reference",
+        "compiled": {"grads": [{"err": e, "worst": "w"} for e in parity_c], "loss": [0.0] * len(micro)},
+        "eager": {"grads": [{"err": e, "worst": "w"} for e in parity_e], "loss": [0.0] * len(micro)},
+        "bounds": {"grads": [3 * e + 1e-4 for e in parity_e], "loss": [1e-4] * len(micro)},
+    }
+    compiled = {
+        "status": "done",
+        "phases": {"model": model, "parity": {"ok": True, "keys": keys, "parity": parity}},
+        "micro_steps": micro,
+        "sync_checks": [],
+    }
+    eager = {"status": "done", "phases": {"model": model}, "micro_steps": [dict(m, new_graphs=0) for m in micro]}
+    prepare = {
+        "status": "done",
+        "phases": {"precision": {"ok": True, "path": "optim.mixed_precision", "value": "bf16"}},
+    }
+    del steps
+    return {"prepare": [prepare], "reference": [eager], "eager": [eager], "compiled": [compiled]}
+
+
+def _read(tmp_path: Path, records: dict, recipe: str = "lm_blocks") -> RehearsalFacts:
+    p = _plan(tmp_path, recipe)
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    judge.read(facts, p, records, tmp_path / "trace", RECIPES.parent)
+    return facts
+
+
+def test_a_clean_run_passes_with_its_figures(tmp_path: Path) -> None:
+    micro = [_micro(0, graphs=3)] + [_micro(s) for s in range(1, 7)]
+    facts = _read(tmp_path, _records([1e-2] * 7, [1e-2] * 7, micro))
+    assert facts.status == "passed", facts.reason
+    assert facts.steady_steps == 6 and facts.first_step_s == 0.5 and facts.recompile_count == 0
+    assert facts.precision == "bf16 (optim.mixed_precision)" and facts.twins == ["reference", "eager", "compiled"]
+    assert "median of 6 optimizer step(s)" in (text(facts, "cmd") or "")
+
+
+def test_parity_outside_the_measured_bound_fails_naming_both_errors(tmp_path: Path) -> None:
+    micro = [_micro(0, graphs=3), _micro(1)]
+    facts = _read(tmp_path, _records([1e-2, 9e-2], [1e-2, 2e-2], micro))
+    assert facts.status == "failed" and "gradients differ at optimizer step 1: 9.00e-02 > 6.01e-02; eager 2.00e-02" in (
+        facts.reason or ""
+    )
+
+
+def test_a_recompile_is_one_new_variant_and_the_limit_hit_fails_with_its_fix(tmp_path: Path) -> None:
+    recompile = {
+        "frame": "forward (/repo/mvp/loss.py:243)",
+        "count": 2,
+        "variants": 3,
+        "guard": "0/1: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69",
+    }
+    micro = [_micro(0, graphs=2, recompiles=[recompile]), _micro(1, graphs=1, hits=[LIMIT])]
+    facts = _read(tmp_path, _records([0.0, 0.0], [0.0, 0.0], micro))
+    assert facts.recompile_count == 2 and len(facts.steps[0].recompiles) == 2  # count, not the guards checked
+    assert facts.recompile_frames[0].startswith("2 recompile(s) in forward (/repo/mvp/loss.py:243)")
+    assert facts.status == "failed" and "recompile limit hit at optimizer step 1" in (facts.reason or "")
+    assert any("mark the length dynamic" in f and "--path regional" in f for f in facts.fixes)
+    lines = summary_lines(facts)
+    assert lines[0].startswith("FAILED: recompile limit hit") and lines[1].startswith("fix: ")
+
+
+def test_a_per_layer_cache_guard_and_a_hard_coded_dynamic_false_are_named(tmp_path: Path) -> None:
+    recompile = {"frame": "forward_with_checkpointing (lib.py:89)", "count": 7, "variants": 8, "guard": CACHE}
+    sized = {
+        "frame": "forward (lib.py:9)",
+        "count": 1,
+        "variants": 2,
+        "guard": "tensor 'x' size mismatch at index 1. expected 16, actual 19",
+    }
+    micro = [
+        _micro(
+            0,
+            graphs=8,
+            recompiles=[recompile, sized],
+            hits=[f"hit config.recompile_limit (8) function: 'forward_with_checkpointing' last reason: {CACHE}"],
+        )
+    ]
+    facts = _read(tmp_path, _records([0.0], [0.0], micro), recipe="lm_static")
+    assert any("use_cache=False" in f and "engine/lm_static_engine.py:" in f for f in facts.fixes)
+    assert any("hard-codes dynamic=False" in f for f in facts.fixes)
+
+
+def test_changed_keys_fail(tmp_path: Path) -> None:
+    facts = _read(tmp_path, _records([0.0], [0.0], [_micro(0, graphs=1)], keys_same=False))
+    assert facts.status == "failed" and "state_dict keys changed" in (facts.reason or "")
+
+
+def test_nothing_compiled_fails(tmp_path: Path) -> None:
+    facts = _read(tmp_path, _records([0.0], [0.0], [_micro(0)]))
+    assert facts.status == "failed" and "no graph was compiled" in (facts.reason or "")
+
+
+def test_a_sync_that_only_compile_adds_fails_and_one_already_there_is_a_note(tmp_path: Path) -> None:
+    records = _records([0.0], [0.0], [_micro(0, graphs=1)])
+    check = {"micro": 0, "reduced": True, "how": "gradient sums equal on every rank"}
+    records["compiled"][0]["sync_checks"] = [check]
+    facts = _read(tmp_path, records)
+    assert facts.status == "failed" and "syncs every micro-step with compile on" in (facts.reason or "")
+    records["eager"][0]["sync_checks"] = [check]
+    facts = _read(tmp_path, records)
+    assert facts.status == "passed" and "already so without compile" in (facts.sync or "")
+
+
+def test_who_stopped_and_whose_fault(tmp_path: Path) -> None:
+    p = _plan(tmp_path)
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    tool = {
+        "status": "tool-error",
+        "stopped_at": "train",
+        "reason": "model-compile's own code failed at runtime/x.py:3 in f: KeyError: 'a'",
+        "phases": {},
+    }
+    judge.stopped(facts, "compiled", [{"status": "done"}, tool], False, 60, "")
+    assert facts.status == "tool-error" and facts.fault == "tool" and "(rank 1)" in (facts.reason or "")
+    assert "not of the recipe" in (facts.reason or "")
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    eager = {
+        "status": "not-run",
+        "stopped_at": "train",
+        "reason": "the recipe's set-up (before_train) raised with compile off: X",
+        "phases": {},
+    }
+    judge.stopped(facts, "eager", [eager, {"status": "running"}], False, 60, "")
+    assert facts.status == "not-run" and "the eager twin (compile off) failed" in (facts.reason or "")
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    crashed = [RankResult(0, None, "/l0", killed="rank 1 exited -11"), RankResult(1, -11, "/l1")]
+    judge.stopped(facts, "compiled", [{"status": "running"}, {}], False, 60, "", crashed)
+    assert facts.status == "failed" and "rank 1 of the compiled run exited -11 without a record" in (facts.reason or "")
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    judge.stopped(facts, "reference", [{"status": "running", "phases": {"config": {"ok": True}}}], True, 60, "")
+    assert facts.status == "timeout" and "reference: done config" in (facts.reason or "")
+
+
+def test_readable_guards() -> None:
+    guard = "tensor 'dict.__getitem__(___stack0, list(dict.keys(___stack0))[0])' size mismatch at index 1. expected 79, actual 98"
+    assert readable_guard(guard) == "an input tensor dim 1 changed 79 -> 98"
+    assert readable_guard("tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69") == (
+        "input_ids dim 1 changed 52 -> 69"
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [
+        ("/repo/recipes/x/model/a.py:12", "recipes/x/model/a.py:12"),
+        ("/venv/lib/python3.12/site-packages/transformers/models/q.py:9", "library transformers/models/q.py:9"),
+        ("/repo/.venv/lib/python3.12/site-packages/torch/nn/m.py:3", "library torch/nn/m.py:3"),
+    ],
+)
+def test_graph_break_sites_name_user_and_library_code(where: str, name: str) -> None:
+    assert judge.site_name(where, Path("/repo")) == name
+
+
+def test_graph_break_counts_come_from_rank_zeros_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    record = {"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"}}
+    payload = "\tGraph break in user code at /repo/recipes/x/m.py:241\n\tGraph Break Reason: Dynamic shape operator\n"
+    for rank, n in ((0, 3), (1, 5)):
+        lines = "".join(f"V1202 00:00:00.0 1 f.py:1] {json.dumps(record)}\n{payload}" for _ in range(n))
+        (trace / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(lines)
+    sites, _ = judge.read_trace(trace, Path("/repo"))
+    assert sum(s.count for s in sites) == 3 and {s.site for s in sites} == {"recipes/x/m.py:241"}
+
+
+def test_the_layer_row_needs_the_rerun_command_when_it_did_not_pass() -> None:
+    facts = RehearsalFacts(status="tool-error", label="cpu-only (tiny model)", wall_s=3.0)
+    layer = to_layer(facts, "model-compile rehearse r", "/repo", "cpu-only")
+    assert layer.status == "tool-error" and layer.next_step == "model-compile rehearse r"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "tensorrt"], "--backend 'tensorrt' is not one of"),
+        (["--steps", "1"], "--steps must be >= 2"),
+        (["--model-config", "/nonexistent/config.json"], "no such file"),
+        (["--timeout", "0"], "--timeout must be > 0"),
+        (["--world-size", "0"], "--world-size must be between 1 and 8"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from model_compile.cli import main
+
+    code = main(["rehearse", str(RECIPES / "lm_blocks"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("status", "flags", "code"),
+    [
+        ("failed", [], 1),
+        ("passed", [], 0),
+        ("not-run", [], 3),
+        ("tool-error", [], 3),
+        ("timeout", [], 1),
+        ("not-run", ["--require-complete"], 1),
+    ],
+)
+def test_rehearse_exits_non_zero_unless_it_passed_and_ends_with_its_verdict(
+    status: str, flags: list[str], code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from model_compile.cli import main
+    from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import command as rehearse_mod
+
+    facts = RehearsalFacts(status=status, label="cpu-only (tiny model)", reason="why")
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    monkeypatch.setattr(rehearse_mod, "standalone", lambda *a, **k: (facts, env, "model-compile rehearse r"))
+    assert main(["rehearse", str(RECIPES / "lm_blocks"), *flags]) == code
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(f"rehearsal: {status}")
+    assert out.splitlines()[-1] == f"rehearsal {status} [cpu-only (tiny model)]; exit {code}"
+    assert main(["rehearse", str(RECIPES / "lm_blocks"), "--format", "json", *flags]) == code
+    assert json.loads(capsys.readouterr().out)["status"] == status  # JSON gets no extra line

@@ -1,0 +1,145 @@
+"""The change's base beside its head: the same rehearsal of the base revision, and what differs.
+
+`rehearse --base REV` (and `review --hard` on a change) checks REV out into a temporary git worktree, reads
+the recipe there statically and rehearses it with the same interpreter and options as the head. Its result is
+kept under the user cache, keyed by REV's tree, the recipe, the options and the tool version, so a second
+review of the same base does not pay for it again. Every measure of the head is then marked new with the
+change, already there, or gone with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import model_compile
+from model_compile.hard.env.probe import cache_root
+from model_compile.hard.models import RehearsalFacts
+
+CACHE_VERSION = "rehearsal-base/1"
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise ValueError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"git {' '.join(args)} failed")
+    return out.stdout.strip()
+
+
+def resolve(repo_root: Path, rev: str) -> tuple[str, str]:
+    """(commit, tree) of REV, or ValueError with git's one line."""
+    commit = _git(repo_root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    tree = _git(repo_root, "rev-parse", f"{commit}^{{tree}}")
+    return commit, tree
+
+
+class Worktree:
+    """A detached worktree of one commit in a temporary folder; removed (and pruned) on exit."""
+
+    def __init__(self, repo_root: Path, commit: str) -> None:
+        self.repo_root, self.commit = repo_root, commit
+        self.path = Path(tempfile.mkdtemp(prefix="model-compile-base-"))
+
+    def __enter__(self) -> Path:
+        _git(self.repo_root, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            _git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+        except (ValueError, subprocess.TimeoutExpired):
+            shutil.rmtree(self.path, ignore_errors=True)
+            try:
+                _git(self.repo_root, "worktree", "prune")
+            except (ValueError, subprocess.TimeoutExpired):
+                pass
+
+
+def cache_key(tree: str, recipe_rel: str, options: Any, interpreter: str) -> str:
+    payload = {
+        "v": CACHE_VERSION,
+        "tool": model_compile.__version__,
+        "tree": tree,
+        "recipe": recipe_rel,
+        "options": {k: str(v) for k, v in asdict(options).items() if k != "base"},
+        "python": interpreter,
+    }
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_path(key: str) -> Path:
+    return cache_root() / "rehearsals" / key / "facts.json"
+
+
+def load(key: str) -> RehearsalFacts | None:
+    try:
+        return RehearsalFacts.model_validate_json(cache_path(key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def save(key: str, facts: RehearsalFacts) -> None:
+    path = cache_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(facts.model_dump_json(indent=2), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def _frames(facts: RehearsalFacts) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for step in facts.steps:
+        for hit in step.limit_hits:
+            frame = hit.split(" last reason", 1)[0].split("function: ", 1)[-1]
+            out.setdefault(frame, f"optimizer step {step.step}")
+    return out
+
+
+def _mark(head: bool, base: bool) -> str:
+    if head and base:
+        return "already there"
+    if head:
+        return "new with the change"
+    return "gone with the change"
+
+
+def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
+    """Each measure of the head beside the base's, marked."""
+    if base.status in ("not-run", "tool-error", "timeout"):
+        return [f"the base ({rev}) was not rehearsed ({base.status}: {base.reason}); nothing of the head can be marked"]
+    out = [f"verdict: head {head.status}, base ({rev}) {base.status}"]
+    for name in sorted(set(head.keys) | set(base.keys)):
+        h, b = head.keys.get(name, "-"), base.keys.get(name, "-")
+        changed_h, changed_b = "unchanged" not in h, "unchanged" not in b
+        if changed_h or changed_b:
+            out.append(f"{name} keys: head {h}; base {b} - {_mark(changed_h, changed_b)}")
+        else:
+            out.append(f"{name} keys: unchanged on both")
+    h_fail = bool(head.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in head.problems)
+    b_fail = bool(base.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in base.problems)
+    out.append(
+        "parity: " + ("outside the bound " + _mark(h_fail, b_fail) if h_fail or b_fail else "within the bound on both")
+    )
+    hf, bf = _frames(head), _frames(base)
+    for frame in sorted(set(hf) | set(bf)):
+        out.append(f"recompile-limit hit in {frame}: {_mark(frame in hf, frame in bf)}")
+    hs = {g.site: g.count for g in head.graph_break_sites}
+    bs = {g.site: g.count for g in base.graph_break_sites}
+    out.append(
+        f"graph breaks: head {head.graph_break_count} at {head.graph_break_site_count} site(s), base {base.graph_break_count} at {base.graph_break_site_count}"
+    )
+    for site in sorted(set(hs) ^ set(bs)):
+        out.append(f"graph-break site {site}: {_mark(site in hs, site in bs)}")
+    out.append(f"recompiles: head {head.recompile_count}, base {base.recompile_count}")
+    if head.first_step_s is not None and base.first_step_s is not None:
+        out.append(f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model)")
+    return out

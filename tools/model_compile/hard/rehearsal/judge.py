@@ -1,0 +1,472 @@
+"""Read the rehearsal's records into its facts, and judge them.
+
+Status: `passed` (every optimizer step's gradients and every loss within the measured bound, keys unchanged,
+no recompile-limit hit, the compiled targets compiled, something compiled, no gradient sync the eager run does
+not do); `failed` (any of those, or the compiled twin raised where the eager twins did not); `not-run` (the
+plan, the prepare child or an eager twin could not run: the recipe's run fails without compile, or its set-up
+needs what is not here); `tool-error` (model-compile's own code failed: never the recipe's failure);
+`timeout`.
+
+Counts are one definition everywhere: a recompile is one new compiled variant of a frame; graph breaks and
+their sites come from the compiled twin's trace on rank 0; the steady step is the median of the optimizer
+steps that compiled nothing new.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+from model_compile.hard.models import GraphBreakSite, RehearsalFacts, RehearsalStep
+from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.trace import break_parts
+from model_compile.hard.trace import records as trace_records
+
+_CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
+_SIZE_GUARD = re.compile(r"size mismatch at index \d+")
+
+
+def planned_facts(plan: Plan, label: str, out_dir: Path, limits: str) -> RehearsalFacts:
+    data = plan.data
+    return RehearsalFacts(
+        status="passed",
+        label=label,
+        stage=plan.stage,
+        stage_reason=plan.stage_reason,
+        model_source=plan.model.source,
+        depth=dict(plan.model.depth),
+        depth_known=plan.model.depth_known,
+        shrunk=list(plan.model.shrunk),
+        world_size=plan.world.world_size,
+        world_size_reason=plan.world.reason,
+        wrap=plan.world.wrap,
+        backend=plan.backend,
+        backend_reason=plan.backend_reason,
+        mode=plan.mode,
+        batches_mode=data.mode,
+        batches=_batches_text(data.mode, data.reason, data.regime, data.regime_reason, data.max_seq_len),
+        accumulation=data.accumulation,
+        steps_planned=plan.steps,
+        overrides=list(plan.overrides),
+        notes=list(plan.notes),
+        limits=limits,
+        log=str(out_dir / "logs"),
+        record=str(out_dir),
+    )
+
+
+def _batches_text(mode: str, reason: str, regime: str, regime_reason: str, seq: int | None) -> str:
+    shape = f"{'full packs of' if regime == 'full' else 'rows of up to'} {seq} tokens" if seq else "its own shapes"
+    if mode == "own":
+        return f"the recipe's data path, as it is ({reason})"
+    if mode == "rows":
+        return f"the recipe's data path on synthetic rows ({reason}); expected: {shape} ({regime_reason})"
+    return f"synthetic batches, {shape} ({regime_reason}), because {reason}"
+
+
+def _first_failure(recs: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | None:
+    for rank, rec in enumerate(recs):
+        if rec.get("status") not in ("done",):
+            if rec.get("status") in ("failed", "not-run", "tool-error"):
+                return rank, rec
+    return None
+
+
+def stopped(
+    facts: RehearsalFacts,
+    twin: str,
+    recs: list[dict[str, Any]],
+    timed_out: bool,
+    timeout_s: float,
+    tail: str,
+    ranks: list[Any] | None = None,
+) -> None:
+    """A child did not finish: who, why, and whose fault."""
+    done = ", ".join(p for rec in recs[:1] for p, v in (rec.get("phases") or {}).items() if v.get("ok")) or "nothing"
+    if timed_out:
+        facts.status = "timeout"
+        facts.reason = f"no result after {timeout_s:g} s ({twin}: done {done}); every process group was ended"
+        return
+    found = _first_failure(recs)
+    if found is None:
+        crashed = [r for r in ranks or [] if r.exit_status not in (0, None) or r.killed]
+        first = next((r for r in crashed if not r.killed), crashed[0] if crashed else None)
+        facts.status = "tool-error" if twin == "prepare" else "failed" if twin == "compiled" else "not-run"
+        who = f"rank {first.rank} of the {twin} run" if first else f"the {twin} child"
+        code = f"exited {first.exit_status}" if first and first.exit_status is not None else "was ended"
+        facts.reason = f"{who} {code} without a record (last phase done: {done})" + (f": {tail}" if tail else "")
+        if first is not None:
+            facts.notes.append(f"{who}'s log: {first.log}")
+        return
+    rank, rec = found
+    status = rec.get("status")
+    phase = rec.get("stopped_at") or ""
+    detail = ((rec.get("phases") or {}).get(phase) or {}).get("detail") or ""
+    facts.detail = detail[-2000:]
+    where = f" (rank {rank})" if len(recs) > 1 else ""
+    if status == "tool-error":
+        facts.status, facts.fault = "tool-error", "tool"
+        facts.reason = f"{rec.get('reason')}{where}: a fault of model-compile, not of the recipe"
+    elif twin == "compiled" and status == "failed":
+        facts.status = "failed"
+        facts.reason = f"{rec.get('reason')}{where}; the eager twin ran the same steps"
+    else:
+        facts.status = "not-run"
+        what = {
+            "prepare": "setting up",
+            "reference": "the fp32 reference (compile off)",
+            "eager": "the eager twin (compile off)",
+        }
+        facts.reason = f"{what.get(twin, twin)} failed{where}, so compile cannot be judged: {rec.get('reason')}"
+
+
+def _micro(recs: dict[str, list[dict[str, Any]]], twin: str, rank: int = 0) -> list[dict[str, Any]]:
+    rows = recs.get(twin) or []
+    return list((rows[rank] if rank < len(rows) else {}).get("micro_steps") or [])
+
+
+def _by_step(micro: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {}
+    for row in micro:
+        out.setdefault(int(row.get("step", 0)), []).append(row)
+    return out
+
+
+def _rel(text: str, repo_root: str) -> str:
+    if repo_root:
+        text = text.replace(repo_root.rstrip("/") + "/", "")
+    return re.sub(r"(?<![\w<])[^\s'(]*?(?:site|dist)-packages/", "<site-packages>/", text)
+
+
+def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]], trace_dir: Path, repo: Path) -> None:
+    """Everything the records say, then the verdict (when every child finished)."""
+    repo_s = str(repo)
+    facts.twins = [t for t in ("reference", "eager", "compiled") if recs.get(t)]
+    prepared = (recs.get("prepare") or [{}])[0]
+    phases = prepared.get("phases") or {}
+    ckpt = phases.get("checkpoint") or {}
+    if ckpt.get("ok"):
+        facts.checkpoint = f"{ckpt.get('class')} ({ckpt.get('parameters'):,} parameters, seed {ckpt.get('seed')})"
+        facts.model_class = ckpt.get("class")
+    precision = phases.get("precision") or {}
+    if precision.get("ok"):
+        facts.precision = (
+            f"{precision.get('value')} ({precision.get('path')})"
+            if precision.get("path")
+            else "fp32 (no precision setting: autocast off)"
+        )
+    facts.torch = prepared.get("torch")
+    device = prepared.get("device") or {}
+    facts.device = device.get("name") if device.get("type") != "cpu" else "cpu"
+    everyone = [rec for rows in recs.values() for rec in rows]
+    facts.cpu_s = round(sum(float(r.get("cpu_s") or 0) for r in everyone), 1) or None
+    facts.peak_rss_mb = max((float(r.get("peak_rss_mb") or 0) for r in everyone), default=None) or None
+    compiled = (recs.get("compiled") or [{}])[0]
+    model = (
+        (compiled.get("phases") or {}).get("model")
+        or ((recs.get("eager") or [{}])[0].get("phases") or {}).get("model")
+        or {}
+    )
+    if model.get("ok"):
+        facts.returned = model.get("returned")
+        facts.model_class = model.get("model") or facts.model_class
+        facts.parameters = model.get("parameters")
+        wrap = model.get("wrap")
+        if wrap and wrap.startswith("no distributed wrap"):
+            facts.wrap = f"{wrap} (measured)"
+        elif wrap:
+            shards = f", {model.get('sharded_modules')} sharded modules" if model.get("sharded_modules") else ""
+            facts.wrap = f"{wrap} over {facts.world_size} rank(s){shards} (measured)"
+    cmodel = (compiled.get("phases") or {}).get("model") or {}
+    if cmodel.get("ok"):
+        facts.compiled_modules = list(cmodel.get("compiled_modules") or [])
+        facts.compiled_module_count = cmodel.get("compiled_module_count")
+        targets = cmodel.get("targets") or {}
+        facts.target_checks = [c.get("text", "") for c in targets.get("target_checks", [])]
+        facts.target_failures = list(targets.get("target_failures") or [])
+        for region in cmodel.get("disabled") or []:
+            if region.get("present") and not region.get("eager"):
+                facts.target_failures.append(f"`{region['region']}` is not kept eager (its forward is not disabled)")
+            elif region.get("present"):
+                facts.target_checks.append(f"`{region['region']}` kept eager (torch.compiler.disable)")
+            else:
+                facts.target_checks.append(f"`{region['region']}`: not present in this model (nothing to keep eager)")
+    feed = compiled.get("feed") or (recs.get("eager") or [{}])[0].get("feed") or {}
+    if feed.get("mode") == "batches" and facts.batches_mode != "batches":
+        facts.batches_mode = "batches"
+        facts.batches = f"synthetic batches ({feed.get('batches')}), because {feed.get('reason')}"
+        facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}")
+    facts.notes += [n for n in compiled.get("notes") or [] if n not in facts.notes]
+    parity_phase = (compiled.get("phases") or {}).get("parity") or {}
+    _keys(facts, parity_phase.get("keys") or {})
+    parity = parity_phase.get("parity") or {}
+    facts.parity_rule = parity.get("rule")
+    _steps(facts, recs, parity, repo_s)
+    _ranks(facts, recs)
+    _sync(facts, recs)
+    _timing(facts, recs)
+    facts.graph_break_sites, facts.trace_compile_s = read_trace(trace_dir, repo)
+    facts.graph_break_count = sum(g.count for g in facts.graph_break_sites)
+    facts.graph_break_site_count = len({g.site for g in facts.graph_break_sites})
+    fsdp = [g for g in facts.graph_break_sites if "distributed/fsdp" in g.site]
+    if fsdp:
+        facts.notes.append(
+            f"{sum(g.count for g in fsdp)} graph break(s) at FSDP2 hooks ({fsdp[0].site}): a compiled region ends at "
+            "each sharded module's hook, so the blocks between hooks compile as graphs of their own"
+        )
+    facts.fixes = fixes(facts, plan)
+    if facts.status == "passed":
+        verdict(facts, parity)
+
+
+def _keys(facts: RehearsalFacts, keys: dict[str, Any]) -> None:
+    for name, cmp in keys.items():
+        if not cmp.get("checked"):
+            facts.keys[name] = f"not checked ({cmp.get('reason')})"
+        elif cmp.get("same"):
+            facts.keys[name] = f"{cmp.get('count')} unchanged"
+        else:
+            added = cmp.get("only_compiled") or []
+            if cmp.get("orig_mod") and all("_orig_mod." in k for k in added):
+                text = f"{cmp['orig_mod']} of {cmp.get('count')} gain the '_orig_mod.' prefix (e.g. {added[0]!r})"
+            else:
+                text = f"changed (only eager: {cmp.get('only_eager')}; only compiled: {added})"
+            facts.keys[name] = text
+            facts.key_failures.append(f"{name} keys changed: {text}")
+
+
+def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity: dict[str, Any], repo: str) -> None:
+    compiled = _by_step(_micro(recs, "compiled"))
+    eager = _by_step(_micro(recs, "eager"))
+    c_grads = (parity.get("compiled") or {}).get("grads") or []
+    e_grads = (parity.get("eager") or {}).get("grads") or []
+    c_loss = (parity.get("compiled") or {}).get("loss") or []
+    e_loss = (parity.get("eager") or {}).get("loss") or []
+    bounds = parity.get("bounds") or {}
+    loss_bounds = list(bounds.get("loss") or [])
+    grad_bounds = list(bounds.get("grads") or [])
+    frames: dict[str, list[str]] = {}
+    micro_index = 0
+    for step, rows in sorted(compiled.items()):
+        n = len(rows)
+        losses = list(range(micro_index, micro_index + n))
+        micro_index += n
+        recompiles = []
+        for row in rows:
+            for r in row.get("recompiles") or []:
+                frame = _rel(str(r.get("frame")), repo)
+                guard = _rel(str(r.get("guard")), repo)
+                for _ in range(int(r.get("count", 1))):
+                    recompiles.append(f"{frame}: {guard}")
+                    frames.setdefault(frame, []).append(guard)
+        g = c_grads[step] if step < len(c_grads) else {}
+        facts.steps.append(
+            RehearsalStep(
+                step=step,
+                micro_steps=n,
+                shape="; ".join(dict.fromkeys(str(r.get("shape")) for r in rows)),
+                compiled_s=round(sum(float(r.get("seconds") or 0) for r in rows), 4),
+                eager_s=round(sum(float(r.get("seconds") or 0) for r in eager.get(step, [])), 4)
+                if step in eager
+                else None,
+                grad_err=g.get("err"),
+                worst_grad=g.get("worst") or None,
+                grad_err_eager=e_grads[step]["err"] if step < len(e_grads) else None,
+                grad_bound=grad_bounds[step] if step < len(grad_bounds) else None,
+                loss_err=max((c_loss[i] for i in losses if i < len(c_loss)), default=None),
+                loss_err_eager=max((e_loss[i] for i in losses if i < len(e_loss)), default=None),
+                loss_bound=min((loss_bounds[i] for i in losses if i < len(loss_bounds)), default=None),
+                recompiles=recompiles,
+                new_graphs=sum(int(r.get("new_graphs") or 0) for r in rows),
+                limit_hits=list(dict.fromkeys(_rel(h, repo) for r in rows for h in r.get("limit_hits") or [])),
+            )
+        )
+    ranked = sorted(frames.items(), key=lambda kv: -len(kv[1]))
+    facts.recompile_count = sum(len(v) for v in frames.values())
+    facts.recompile_frames = [
+        f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1])[:160]})" for f, g in ranked
+    ]
+
+
+def _ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
+    rows = recs.get("compiled") or []
+    if len(rows) < 2:
+        return
+    summary = []
+    for rank, rec in enumerate(rows):
+        micro = rec.get("micro_steps") or []
+        graphs = sum(int(m.get("new_graphs") or 0) for m in micro)
+        variants = sum(int(r.get("count", 1)) for m in micro for r in m.get("recompiles") or [])
+        hits = sum(len(m.get("limit_hits") or []) for m in micro)
+        summary.append((graphs, variants, hits))
+        facts.ranks.append(f"rank {rank}: {graphs} graphs, {variants} recompiles, {hits} recompile-limit hit(s)")
+    if len({s[0] for s in summary}) > 1:
+        facts.notes.append(
+            "the ranks compiled different numbers of graphs (" + "; ".join(facts.ranks) + "): each rank's batches "
+            "have their own shapes; a compiled graph that holds a collective would then mismatch across ranks"
+        )
+
+
+def _sync(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
+    def reduced(twin: str) -> list[str]:
+        out = []
+        for rank, rec in enumerate(recs.get(twin) or []):
+            for check in rec.get("sync_checks") or []:
+                if check.get("reduced"):
+                    out.append(f"micro-step {check.get('micro')} on rank {rank} ({check.get('how')})")
+        return out
+
+    checks = [c for rec in recs.get("compiled") or [] for c in rec.get("sync_checks") or []]
+    if not checks:
+        facts.sync = "not checked: the stage syncs every micro-step (no accumulation)" if facts.world_size > 1 else None
+        return
+    known = [c for c in checks if c.get("reduced") is not None]
+    if not known:
+        facts.sync = f"not checked: {checks[0].get('how')}"
+        return
+    compiled, eager = reduced("compiled"), reduced("eager")
+    if compiled and not eager:
+        facts.sync = f"gradients were reduced on {len(compiled)} micro-step(s) that should not sync, with compile on only: {compiled[0]}"
+        facts.problems.append(
+            f"gradient accumulation syncs every micro-step with compile on (the eager twin does not): {compiled[0]}; "
+            "a wrapper that hides the distributed module from the recipe's no-sync context does this"
+        )
+    elif compiled:
+        facts.sync = f"gradients reduced on micro-steps that should not sync, with compile on and off: {compiled[0]} (already so without compile)"
+    else:
+        facts.sync = f"no gradient sync on the {len(known)} micro-step(s) that should not sync, on every rank ({known[0].get('how')})"
+
+
+def _timing(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
+    if not facts.steps:
+        return
+    facts.first_step_s = facts.steps[0].compiled_s
+    steady = [
+        s.compiled_s for s in facts.steps[1:] if s.compiled_s is not None and not s.recompiles and not s.new_graphs
+    ]
+    facts.steady_step_s = round(statistics.median(steady), 4) if steady else None
+    facts.steady_steps = len(steady)
+    eager = [s.eager_s for s in facts.steps[1:] if s.eager_s is not None]
+    facts.eager_step_s = round(statistics.median(eager), 4) if eager else None
+
+
+def read_trace(trace_dir: Path, repo_root: Path) -> tuple[list[GraphBreakSite], float | None]:
+    """Rank 0's graph-break sites (user code relative to the repo, library frames named) and compile seconds."""
+    logs = (
+        sorted(trace_dir.glob("dedicated_log_torch_trace_rank_0_*.log"))
+        or sorted(trace_dir.glob("dedicated_log_torch_trace_*.log"))
+        if trace_dir.is_dir()
+        else []
+    )
+    counts: dict[tuple[str, str], int] = {}
+    seconds, seen = 0.0, False
+    for log in logs:
+        for _pid, rec, payload in trace_records(log):
+            metrics = rec.get("compilation_metrics")
+            if isinstance(metrics, dict) and isinstance(metrics.get("entire_frame_compile_time_s"), (int, float)):
+                seconds += float(metrics["entire_frame_compile_time_s"])
+                seen = True
+            if (rec.get("artifact") or {}).get("name") != "dynamo_graph_break_reason":
+                continue
+            lines, where, headline, _ = break_parts(payload)
+            if not where:
+                m = re.search(r"(\S+\.py)\s+line\s+(\d+)", payload)
+                where = f"{m.group(1)}:{m.group(2)}" if m else "(no user frame)"
+            key = (site_name(where, repo_root), (headline or (lines[0] if lines else "?"))[:200])
+            counts[key] = counts.get(key, 0) + 1
+    sites = [GraphBreakSite(site=s, reason=r, count=n) for (s, r), n in counts.items()]
+    sites.sort(key=lambda g: (g.site.startswith("library"), -g.count, g.site))
+    return sites, (round(seconds, 2) if seen else None)
+
+
+def site_name(where: str, repo_root: Path) -> str:
+    """`recipes/x/model.py:12` for the repository's code; `library transformers/...:34` for installed packages."""
+    path, _, line = where.rpartition(":")
+    if not path:
+        return where
+    try:
+        rel = os.path.relpath(path, repo_root)
+    except ValueError:
+        rel = path
+    if not rel.startswith("..") and "site-packages" not in rel and ".venv" not in Path(rel).parts:
+        return f"{rel}:{line}"
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return f"library {path.split(marker, 1)[1]}:{line}"
+    return f"library {path}:{line}"
+
+
+_READABLE = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+
+
+def readable_guard(text: str) -> str:
+    """`tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`."""
+
+    def repl(m: re.Match[str]) -> str:
+        names = re.findall(r"\['([A-Za-z_]\w*)'\]", m.group(1)) or re.findall(r"^([A-Za-z_]\w*)$", m.group(1))
+        what = names[-1] if names else "an input tensor"
+        return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
+
+    return _READABLE.sub(repl, re.sub(r"(^|last reason: )\d+/\d+: ", r"\1", text.strip()))
+
+
+def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
+    """The fixes the rehearsal recognises in what it saw, each with the command that proves it."""
+    out: list[str] = []
+    guards = [r for s in facts.steps for r in s.recompiles] + [h for s in facts.steps for h in s.limit_hits]
+    rerun = f"model-compile rehearse {plan.spec['recipe_root']} --config-name {plan.stage}"
+    if any(_CACHE_GUARD.search(g) and "layers[" in g for g in guards):
+        where = f" in {plan.forward_step}" if plan.forward_step else ""
+        out.append(
+            "a per-layer KV-cache guard (each decoder layer adds a variant): pass use_cache=False to the model call "
+            f"of the training forward{where}; then `{rerun}` shows whether the frame settles"
+        )
+    sized = [g for g in guards if _SIZE_GUARD.search(g)]
+    dynamic = str(plan.compile_kwargs.get("dynamic", "")).strip()
+    if sized and dynamic == "False":
+        out.append(
+            f"the compile call hard-codes dynamic=False ({plan.compile_call}): every new length is a new variant; "
+            f"drop it (or take it from the stage config) and rerun `{rerun}`"
+        )
+    limited = [h for s in facts.steps for h in s.limit_hits if _SIZE_GUARD.search(h)]
+    if limited and dynamic != "False":
+        out.append(
+            "a frame recompiles per sequence length until the limit: mark the length dynamic before the forward "
+            "(torch._dynamo.mark_dynamic(batch['input_ids'], 1)) or compile per block "
+            f"(`model-compile generate {plan.spec['recipe_root']} --path regional --switch --target <blocks> --reason ...`); "
+            f"then `{rerun}`"
+        )
+    return out
+
+
+def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:
+    from model_compile.runtime.rehearsal.parity import failures
+
+    problems = list(failures(parity)) if parity else ["no parity was measured (the compiled twin recorded none)"]
+    problems += facts.key_failures
+    problems += [f"compiled target: {t}" for t in facts.target_failures]
+    seen: set[str] = set()
+    for step in facts.steps:
+        for hit in step.limit_hits:
+            frame = hit.split(" last reason", 1)[0]
+            if frame not in seen:
+                seen.add(frame)
+                problems.append(
+                    f"recompile limit hit at optimizer step {step.step} ({step.shape}): {readable_guard(hit)[:300]}"
+                )
+    if not any((s.new_graphs or 0) > 0 for s in facts.steps):
+        problems.append(
+            "nothing was compiled: no compiled module and no graph"
+            if not facts.compiled_module_count
+            else "no graph was compiled during the steps (the model ran eager)"
+        )
+    problems += facts.problems
+    facts.problems = problems
+    if problems:
+        facts.status = "failed"
+        facts.reason = problems[0] + (
+            f" (+{len(problems) - 1} more problem(s), listed with it)" if len(problems) > 1 else ""
+        )

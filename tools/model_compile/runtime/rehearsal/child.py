@@ -1,0 +1,465 @@
+"""One rehearsal process: `python -m model_compile.runtime.rehearsal SPEC.json TWIN`.
+
+Run by the parent (`hard/rehearsal/`) in the repository's own interpreter, one process per rank of each twin,
+with `RANK`/`WORLD_SIZE`/`MASTER_ADDR`/`MASTER_PORT` set as a launcher sets them. TWIN is one of
+
+- `prepare`: write the tiny checkpoint (with its tokenizer or processor) and the synthetic rows, once;
+- `reference`: the recipe's training run, eager, in full precision (only when the recipe trains in lower
+  precision): the noise floor's reference;
+- `eager`: the recipe's training run, eager, in its own precision;
+- `compiled`: the same run with compile on; it then compares itself with the other twins of its rank.
+
+Each writes `record-<twin>-rank<r>.json` after every phase (a crash or a timeout still leaves what was done)
+and `tensors-<twin>-rank<r>.pt` (losses and the gradients each optimizer step applied). A process group is
+started over gloo when the world has more than one rank and the engine has not started one (the reference
+engine skips it without an accelerator); its own mesh and wrap then run as on accelerators.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from model_compile.runtime.rehearsal.precision import LOW, precision_plan
+
+
+class Record:
+    """The record the parent reads; written after every phase."""
+
+    def __init__(self, path: Path, twin: str, rank: int) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {
+            "schema": "model-compile-rehearsal/2",
+            "twin": twin,
+            "rank": rank,
+            "phases": {},
+            "status": "running",
+        }
+
+    def phase(self, name: str, **facts: Any) -> None:
+        self.data["phases"][name] = {"ok": True, **facts}
+        self.flush()
+
+    def stop(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
+        self.data["phases"][phase] = {"ok": False, "reason": reason, "detail": detail[-4000:]}
+        self.data.update(status=status, stopped_at=phase, reason=reason, fault=fault)
+        self.flush()
+
+    def flush(self) -> None:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+        self.data["peak_rss_mb"] = round(max(own.ru_maxrss, kids.ru_maxrss) / scale, 1)
+        self.data["cpu_s"] = round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str))
+        tmp.replace(self.path)
+
+
+def short_error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return " ".join(text.splitlines()[0].split())[:400]
+
+
+_REPO_ROOT: list[str] = []
+
+
+def tool_frame(tb: Any) -> str | None:
+    """`file:line in function` when the error is the tool's own: the innermost frame that is either the tool's
+    code or the repository's is the tool's (library frames are attributed to whoever called them)."""
+    tool_dir = str(Path(__file__).resolve().parents[1])
+    repo = _REPO_ROOT[0] if _REPO_ROOT else None
+    for frame in reversed(traceback.extract_tb(tb)):
+        path = str(Path(frame.filename).resolve()) if frame.filename and not frame.filename.startswith("<") else ""
+        if path.startswith(tool_dir):
+            rel = path[len(str(Path(tool_dir).parents[1])) :].lstrip("/")
+            return f"{rel}:{frame.lineno} in {frame.name}"
+        if repo and path.startswith(repo + os.sep):
+            return None
+    return None
+
+
+class Stop(Exception):
+    """A phase could not be done: status not-run (set-up), failed (compile's fault) or tool-error."""
+
+    def __init__(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
+        super().__init__(reason)
+        self.phase, self.status, self.reason, self.detail, self.fault = phase, status, reason, detail, fault
+
+
+@contextlib.contextmanager
+def guarded(phase: str, status: str, what: str) -> Any:
+    """Any exception of the block becomes Stop(phase, ...); one raised in the tool's own frames is a tool error."""
+    try:
+        yield
+    except Stop:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the reason goes into the record
+        frame = tool_frame(exc.__traceback__)
+        if frame:
+            raise Stop(
+                phase,
+                "tool-error",
+                f"model-compile's own code failed at {frame}: {short_error(exc)}",
+                traceback.format_exc(),
+                fault="tool",
+            ) from exc
+        raise Stop(phase, status, f"{what}: {short_error(exc)}", traceback.format_exc()) from exc
+
+
+# -- set-up ----------------------------------------------------------------
+
+
+def _process_group(world: int) -> None:
+    """A gloo process group for a multi-rank CPU world, started before the engine (which skips it on CPU)."""
+    import torch.distributed as dist
+
+    if world > 1 and dist.is_available() and not dist.is_initialized():
+        import datetime
+
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+
+
+def _full_precision_wrap() -> None:
+    """The reference twin only: FSDP2's mixed-precision policy dropped, so the reference computes in fp32."""
+    try:
+        import torch.distributed.fsdp as fsdp
+    except ImportError:
+        return
+    original = fsdp.fully_shard
+
+    def fully_shard(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("mp_policy", None)
+        return original(*args, **kwargs)
+
+    for name in ("__wrapped__", "state"):
+        if hasattr(original, name):
+            setattr(fully_shard, name, getattr(original, name))
+    fsdp.fully_shard = fully_shard
+
+
+def _twin_overrides(spec: dict[str, Any], twin: str) -> list[str]:
+    section = spec["compile_section"]
+    overrides = list(spec["overrides"])
+    if twin == "compiled":
+        overrides += [
+            f"{section}.enabled=true",
+            f"{section}.backend={spec['backend']}",
+            f"{section}.mode={spec['mode']}",
+        ]
+    else:
+        overrides.append(f"{section}.enabled=false")
+    if twin == "reference":
+        overrides += list(spec["precision"].get("reference_overrides") or [])
+        ckpt = spec.get("checkpoint") or {}
+        if ckpt.get("reference_ready") and ckpt.get("override_key"):
+            overrides = [o for o in overrides if not o.startswith(ckpt["override_key"] + "=")]
+            overrides.append(f"{ckpt['override_key']}={ckpt['reference_dir']}")
+    return overrides
+
+
+def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
+    from model_compile.runtime.rehearsal.config import load_config
+
+    t0 = time.perf_counter()
+    with guarded("config", "not-run", "the recipe's engine module did not import"):
+        cls = getattr(importlib.import_module(spec["engine_module"]), spec["engine_class"])
+    overrides = _twin_overrides(spec, twin)
+    with guarded("config", "not-run", "the stage config did not load with the rehearsal's overrides"):
+        config = load_config(spec, overrides, engine_class=cls)
+    record.phase("config", file=spec["config_file"], overrides=overrides)
+    with guarded("engine", "not-run", "the recipe's engine could not be built outside its tests"):
+        engine = cls(config)
+    record.phase(
+        "engine", seconds=round(time.perf_counter() - t0, 2), engine=f"{spec['engine_module']}.{spec['engine_class']}"
+    )
+    return engine
+
+
+def _has_reference(spec: dict[str, Any]) -> bool:
+    precision = spec.get("precision") or {}
+    return bool(precision.get("reference_overrides") or precision.get("reference_dtype"))
+
+
+def _initial(spec: dict[str, Any], twin: str, rank: int) -> Any:
+    import torch
+
+    if twin == "reference" or (twin == "eager" and not _has_reference(spec)):
+        return None  # the first twin to run starts from the recipe's own init
+    first = "reference" if _has_reference(spec) else "eager"
+    path = Path(spec["out_dir"]) / f"init-{first}-rank{rank}.pt"
+    return torch.load(path) if path.exists() else None
+
+
+def _data(spec: dict[str, Any], record: Record) -> dict[str, Any] | None:
+    data = spec.get("data") or {}
+    if data.get("mode") != "rows":
+        return None
+    from model_compile.runtime.rehearsal import rows
+
+    with guarded("data", "not-run", "the recipe's row source could not be replaced"):
+        try:
+            seen = rows.install(data["rows_path"])
+        except rows.RowSourceUnavailable as exc:
+            raise Stop("data", "not-run", f"the stage's data is not here and {exc}") from exc
+    return seen
+
+
+# -- the twins -------------------------------------------------------------
+
+
+PRECISION_LEAVES = ("mixed_precision", "precision", "amp_dtype", "autocast_dtype")
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if hasattr(node, "model_dump"):
+        node = node.model_dump()
+    elif not isinstance(node, dict):
+        try:
+            from omegaconf import OmegaConf
+
+            if OmegaConf.is_config(node):
+                node = OmegaConf.to_container(node, resolve=True)
+        except ImportError:
+            pass
+    out: list[tuple[str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            out.append((path, value))
+            out += _leaves(value, path)
+    return out
+
+
+def read_precision(spec: dict[str, Any]) -> dict[str, Any]:
+    """The training precision the recipe's validated config holds (schema defaults included)."""
+    from model_compile.runtime.rehearsal.config import load_config
+
+    cls = getattr(importlib.import_module(spec["engine_module"]), spec["engine_class"])
+    config = load_config(spec, _twin_overrides(spec, "eager"), engine_class=cls)
+    validator = getattr(cls, "ConfigClass", None)
+    if validator is not None and hasattr(validator, "model_validate"):
+        try:
+            from omegaconf import OmegaConf
+
+            config = validator.model_validate(OmegaConf.to_container(config, resolve=True))
+        except Exception:  # noqa: BLE001 - the raw config still says what the YAML says
+            pass
+    for path, value in _leaves(config):
+        if path.rsplit(".", 1)[-1] in PRECISION_LEAVES and isinstance(value, str):
+            return {"path": path, "value": value}
+    return {"path": None, "value": None}
+
+
+def prepare(spec: dict[str, Any], record: Record) -> None:
+    """The tiny checkpoint (and its higher-precision twin for the reference), the synthetic rows, the precision."""
+    from model_compile.runtime.rehearsal import assets
+
+    with guarded("config", "not-run", "the stage config did not load through the recipe's schema"):
+        precision = read_precision(spec)
+    record.phase("precision", **precision)
+    if spec.get("checkpoint"):
+        # the reference computes in fp32 for a recipe that trains in bf16/fp16, in float64 for an fp32 one
+        reference = "float32" if str(precision.get("value") or "").lower() in LOW else "float64"
+        t0 = time.perf_counter()
+        with guarded("checkpoint", "not-run", "the tiny checkpoint could not be built"):
+            facts = assets.write_checkpoint(spec["checkpoint"], reference)
+        record.phase("checkpoint", seconds=round(time.perf_counter() - t0, 2), **facts)
+    data = spec.get("data") or {}
+    if data.get("mode") == "rows":
+        with guarded("rows", "not-run", "the synthetic rows could not be written"):
+            facts = assets.write_rows(data["rows"])
+        record.phase("rows", **facts)
+
+
+def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
+    import torch
+
+    from model_compile.runtime.rehearsal.loop import Driver
+    from model_compile.runtime.rehearsal.model_facts import key_facts, model_facts
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    seen = _data(spec, record)
+    if twin == "reference":
+        _full_precision_wrap()
+    with guarded("engine", "not-run", "the process group could not be started"):
+        _process_group(world)
+    engine = _engine(spec, twin, record)
+    initial = _initial(spec, twin, rank)
+    facts: dict[str, Any] = {}
+
+    def on_model(model: Any) -> None:
+        facts.update(model_facts(model, spec.get("targets", []), spec.get("disabled", [])))
+        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.requires_grad})
+        facts["trainable_dtypes"] = dtypes
+        facts["keys"] = key_facts(model)
+        if initial is None:
+            facts["initial_weights"] = "the recipe's own init (this twin runs first)"
+        elif driver.copied:
+            facts["initial_weights"] = f"{driver.copied} parameter(s) differed from the first twin's and were copied in"
+        else:
+            facts["initial_weights"] = "equal to the first twin's (checked)"
+        record.phase("model", **facts)
+
+    from model_compile.runtime.rehearsal.feed import Feed
+
+    feed = Feed(spec)
+    wide = torch.float64 if twin == "reference" and spec["precision"].get("reference_dtype") == "float64" else None
+    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide)
+    t0 = time.perf_counter()
+    phase = "train"
+    try:
+        driver.run()
+    except BaseException as exc:  # noqa: BLE001 - recorded with the steps done so far
+        record.data["micro_steps"] = driver.micro
+        record.data["sync_checks"] = driver.sync_checks
+        frame = tool_frame(exc.__traceback__)
+        status = "failed" if twin == "compiled" and driver.model is not None else "not-run"
+        if frame:
+            raise Stop(
+                phase,
+                "tool-error",
+                f"model-compile's own code failed at {frame}: {short_error(exc)}",
+                traceback.format_exc(),
+                fault="tool",
+            ) from exc
+        where = "training" if driver.model is not None else "set-up (before_train)"
+        step = f" at micro-step {len(driver.micro)}" if driver.model is not None else ""
+        raise Stop(
+            phase,
+            status,
+            f"the recipe's {where} raised{step} with compile {'on' if twin == 'compiled' else 'off'}: "
+            f"{short_error(exc)}",
+            traceback.format_exc(),
+        ) from exc
+    record.data["micro_steps"] = driver.micro
+    record.data["sync_checks"] = driver.sync_checks
+    record.data["feed"] = feed.facts
+    if seen is not None:
+        from model_compile.runtime.rehearsal.rows import STATE
+
+        record.data["rows"] = {**seen, "read": STATE["read"], "images": STATE["images"]}
+    record.phase(
+        "train",
+        seconds=round(time.perf_counter() - t0, 2),
+        optimizer_steps=driver.optimizer_steps,
+        micro_steps=len(driver.micro),
+    )
+    out = Path(spec["out_dir"])
+    torch.save({"grads": driver.grads, "losses": driver.losses}, out / f"tensors-{twin}-rank{rank}.pt")
+    if initial is None:
+        torch.save(driver.init_params, out / f"init-{twin}-rank{rank}.pt")
+    if twin == "compiled":
+        judge(spec, rank, record)
+
+
+def judge(spec: dict[str, Any], rank: int, record: Record) -> None:
+    """The compiled twin against the eager twin (keys) and the reference (parity, with its noise floor)."""
+    import torch
+
+    from model_compile.runtime.rehearsal.model_facts import compare_keys
+    from model_compile.runtime.rehearsal.parity import compare
+
+    out = Path(spec["out_dir"])
+    with guarded("parity", "tool-error", "the twins' records could not be compared"):
+        eager_record = json.loads((out / f"record-eager-rank{rank}.json").read_text(encoding="utf-8"))
+        keys = compare_keys(eager_record["phases"]["model"]["keys"], record.data["phases"]["model"]["keys"])
+        eager = torch.load(out / f"tensors-eager-rank{rank}.pt")
+        mine = torch.load(out / f"tensors-compiled-rank{rank}.pt")
+        ref_path = out / f"tensors-reference-rank{rank}.pt"
+        reference = torch.load(ref_path) if ref_path.exists() else None
+        ref_dtype = spec["precision"].get("reference_dtype") or "float32"
+        if reference is not None and ref_dtype == "float64":
+            ref_record = json.loads((out / f"record-reference-rank{rank}.json").read_text(encoding="utf-8"))
+            dtypes = ((ref_record.get("phases") or {}).get("model") or {}).get("trainable_dtypes") or []
+            if dtypes != ["float64"]:
+                # the recipe's code cast the reference's parameters back (an upcast loop, say): it is no reference
+                reference = None
+                record.data.setdefault("notes", []).append(
+                    f"the float64 reference trained in {', '.join(dtypes)} (the recipe casts its parameters): "
+                    "the eager twin is the reference, at a fixed fp32 tolerance"
+                )
+        parity = compare(mine, eager, reference, spec["backend"], ref_dtype)
+    record.phase("parity", keys=keys, parity=parity)
+
+
+def _prepared_first(spec: dict[str, Any], rank: int) -> None:
+    """The reference twin runs first: its rank 0 prepares the checkpoint and rows (`record-prepare-rank0.json`),
+    the other ranks wait for it; every rank then knows the recipe's precision and how the reference runs."""
+    out = Path(spec["out_dir"])
+    path = out / "record-prepare-rank0.json"
+    if rank == 0:
+        prep = Record(path, "prepare", 0)
+        import torch
+
+        from model_compile.runtime.dynamo_adapter import device_info
+
+        prep.data.update(torch=torch.__version__, device=device_info())
+        try:
+            prepare(spec, prep)
+        except Stop as stop:
+            prep.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
+            raise Stop("prepare", stop.status, f"setting up failed: {stop.reason}", stop.detail, stop.fault) from stop
+        prep.data["status"] = "done"
+        prep.flush()
+    deadline = time.monotonic() + 600
+    data: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        if data.get("status") in ("done", "not-run", "failed", "tool-error"):
+            break
+        time.sleep(0.2)
+    if data.get("status") != "done":
+        raise Stop("prepare", "not-run", f"setting up failed on rank 0: {data.get('reason') or 'no record'}")
+    phases = data.get("phases") or {}
+    spec["precision"] = precision_plan(phases.get("precision") or {})
+    if spec.get("checkpoint"):
+        spec["checkpoint"]["reference_ready"] = bool((phases.get("checkpoint") or {}).get("reference_dir"))
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    twin = argv[1]
+    rank = int(os.environ.get("RANK", "0"))
+    record = Record(Path(spec["out_dir"]) / f"record-{twin}-rank{rank}.json", twin, rank)
+    record.flush()
+    for path in reversed(spec.get("sys_path", [])):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    os.chdir(spec["repo_root"])
+    _REPO_ROOT.append(str(Path(spec["repo_root"]).resolve()))
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            import torch
+
+            from model_compile.runtime.dynamo_adapter import device_info, recompile_limit
+
+            record.data.update(torch=torch.__version__, device=device_info(), recompile_limit=recompile_limit())
+            if twin == "prepare":
+                prepare(spec, record)
+            else:
+                if twin == "reference":
+                    _prepared_first(spec, rank)
+                train(spec, twin, rank, record)
+    except Stop as stop:
+        record.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
+        return 3 if stop.status == "tool-error" else 1
+    except BaseException as exc:  # noqa: BLE001 - the parent reads the record, whatever happened
+        record.stop(
+            "child", "tool-error", f"the rehearsal child stopped: {short_error(exc)}", traceback.format_exc(), "tool"
+        )
+        return 3
+    record.data["status"] = "done"
+    record.flush()
+    return 0

@@ -1,0 +1,104 @@
+"""Which batches the rehearsal's twins train on, decided the same way in every twin and rank.
+
+- `own`: the recipe's data path as it is (its data is on this machine, or it makes its own);
+- `rows`: the recipe's data path with only its row source replaced (`rows.py`);
+- `batches`: synthetic batches shaped by the stage config (`batches.py`), for a data path that cannot be fed
+  here: planned so (the reason comes from the plan), or found so at run time: the rows carried images and the
+  first batches the recipe's loader made carried none (its data code dropped every image), in which case the
+  vision tower would never run and the rehearsal would rehearse a text-only model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+from model_compile.runtime.rehearsal import rows
+from model_compile.runtime.rehearsal.batches import SyntheticBatches, describe_plan
+
+PEEK = 2  # batches looked at before the twins decide that the recipe's loader feeds the model what it needs
+
+
+def _has_images(batch: Any) -> bool:
+    import torch
+
+    if not isinstance(batch, dict):
+        return False
+    for key in ("pixel_values", "image_grid_thw", "images"):
+        value = batch.get(key)
+        if isinstance(value, torch.Tensor) and value.numel():
+            return True
+    return False
+
+
+def _where(exc: BaseException) -> str:
+    """`file:line` of the innermost frame outside installed packages (the recipe's or its engine's code)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "site-packages" not in f.filename and "model_compile" not in f.filename]
+    chosen = own or list(frames)
+    if not chosen:
+        return "?"
+    last = chosen[-1]
+    path = last.filename
+    root = os.getcwd().rstrip("/") + "/"
+    return f"{path[len(root) :] if path.startswith(root) else path}:{last.lineno}"
+
+
+class _Replay:
+    """The peeked batches first, then the rest of the loader's iterator; a new iteration starts the loader anew."""
+
+    def __init__(self, loader: Any, peeked: list[Any], rest: Any) -> None:
+        self.loader, self.peeked, self.rest, self.used = loader, peeked, rest, False
+
+    def __iter__(self) -> Any:
+        if not self.used:
+            self.used = True
+            return itertools.chain(self.peeked, self.rest)
+        return iter(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class Feed:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.data = dict(spec.get("data") or {})
+        self.mode = self.data.get("mode", "own")
+        self.facts: dict[str, Any] = {"mode": self.mode, "reason": self.data.get("reason", "")}
+
+    def _synthetic(self, reason: str) -> SyntheticBatches:
+        from transformers import AutoConfig
+
+        plan = self.data["batches"]
+        config = AutoConfig.from_pretrained(self.data["model_dir"])
+        rank = int(os.environ.get("RANK", "0"))
+        self.mode = "batches"
+        self.facts.update(mode="batches", reason=reason, batches=describe_plan(plan))
+        return SyntheticBatches(config, plan, seed=1000 + rank)
+
+    def loader(self, loader: Any) -> Any:
+        """What the engine's train loader is replaced with (itself, unless the data path cannot feed it)."""
+        if self.mode == "batches":
+            return self._synthetic(self.data.get("reason", "planned"))
+        if self.mode != "rows" or loader is None:
+            return loader
+        try:
+            iterator = iter(loader)
+            peeked = [next(iterator) for _ in range(PEEK)]
+        except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
+            return self._synthetic(
+                f"the recipe's data path failed on the rehearsal's synthetic rows ({_where(exc)}: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}); the real run may fail "
+                "there too, with the real data and processor in this environment"
+            )
+        if rows.STATE["images"] and not any(_has_images(b) for b in peeked):
+            read, images = rows.STATE["read"], rows.STATE["images"]
+            return self._synthetic(
+                f"the recipe's data path dropped every image: {read} synthetic rows read ({images} images in them) "
+                f"made {PEEK} batches with no image, so its vision tower would never run (the log says why)"
+            )
+        return _Replay(loader, peeked, iterator)

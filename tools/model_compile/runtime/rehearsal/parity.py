@@ -1,0 +1,134 @@
+"""Parity of the compiled twin, judged against a measured noise floor.
+
+The twins train the same steps on the same batches from the same initial weights. The reference twin runs
+eager in full precision: fp32 with autocast off for a recipe that trains in bf16/fp16, float64 for one that
+trains in fp32 (where the recipe's code runs in float64; else the eager twin is the reference and a fixed
+fp32 tolerance applies). The eager twin runs eager in the recipe's own precision, the compiled twin compiled.
+For each optimizer step, a twin's gradient error is ||g - ref|| / ||ref|| over all parameters at once (the
+parameter that contributes most is named); for each micro-step its loss error is |loss - ref| / |ref|. The
+compiled twin passes when its error is at most MULTIPLIER times the eager twin's plus FLOOR, the way PyTorch's
+own accuracy checks judge a compiled result against an fp64 reference: a bf16 recipe is held to the drift
+bf16 already has, not to an fp32 tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MULTIPLIER = 3.0
+FLOOR = 1e-4  # relative: what two fp32 kernel orders may differ by on a tiny model
+# without a float64 reference: what fp32 kernels of another order drift by over a few optimizer steps
+FP32_TOLERANCE = {"eager": 1e-4, "aot_eager": 1e-4, "inductor": 1e-3}
+
+
+def rel_err(a: Any, b: Any) -> float:
+    """max|a - b| / max|b| (0 for two empty or all-zero tensors; inf for a shape change or a non-finite value)."""
+    import torch
+
+    if a.shape != b.shape:
+        return float("inf")
+    if not a.numel():
+        return 0.0
+    diff = (a.float() - b.float()).abs().max().item()
+    if not torch.isfinite(torch.tensor(diff)):
+        return float("inf")
+    scale = b.float().abs().max().item()
+    return diff / max(scale, 1e-12) if diff else 0.0
+
+
+def _grad_err(grads: list[dict[str, Any]], ref: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per optimizer step: ||g - ref|| / ||ref|| over every parameter's gradient at once (a global relative L2
+    error: a parameter whose gradient is all rounding noise cannot dominate it), and the parameter whose
+    difference is the largest part of it."""
+    import torch
+
+    out = []
+    for i, (mine, theirs) in enumerate(zip(grads, ref, strict=False)):
+        diff_sq, ref_sq, worst, name, shape_change = 0.0, 0.0, 0.0, "", ""
+        for key, tensor in mine.items():
+            other = theirs.get(key)
+            if other is None:
+                continue
+            if tensor.shape != other.shape:
+                shape_change = key
+                continue
+            d = float(torch.linalg.vector_norm(tensor.double() - other.double()) ** 2)
+            diff_sq += d
+            ref_sq += float(torch.linalg.vector_norm(other.double()) ** 2)
+            if d > worst:
+                worst, name = d, key
+        err = (diff_sq**0.5) / max(ref_sq**0.5, 1e-30) if diff_sq else 0.0
+        if shape_change or not (err == err and err != float("inf")):
+            err = float("inf")
+        missing = sorted(set(theirs) - set(mine))
+        out.append(
+            {"step": i, "err": err, "worst": shape_change or name, "missing": missing[:5], "compared": len(mine)}
+        )
+    return out
+
+
+def _loss_err(losses: list[float], ref: list[float]) -> list[float]:
+    return [abs(a - b) / max(abs(b), 1e-12) if a != b else 0.0 for a, b in zip(losses, ref, strict=False)]
+
+
+def compare(
+    compiled: dict[str, Any],
+    eager: dict[str, Any],
+    reference: dict[str, Any] | None,
+    backend: str,
+    ref_dtype: str = "float32",
+) -> dict[str, Any]:
+    """Per-step errors of the compiled twin (and of the eager twin, when there is a reference) and the bound."""
+    ref = reference if reference is not None else eager
+    c_grads = _grad_err(compiled["grads"], ref["grads"])
+    c_loss = _loss_err(compiled["losses"], ref["losses"])
+    out: dict[str, Any] = {
+        "reference": f"the {ref_dtype} eager twin"
+        if reference is not None
+        else "the eager twin (the recipe trains in fp32)",
+        "steps": len(c_grads),
+        "micro_steps": len(c_loss),
+        "compiled": {"grads": c_grads, "loss": c_loss},
+    }
+    if len(compiled["grads"]) != len(ref["grads"]) or len(compiled["losses"]) != len(ref["losses"]):
+        out["count_mismatch"] = (
+            f"compiled took {len(compiled['grads'])} optimizer steps / {len(compiled['losses'])} losses, "
+            f"the reference {len(ref['grads'])} / {len(ref['losses'])}"
+        )
+    if reference is None:
+        tol = FP32_TOLERANCE.get(backend, FP32_TOLERANCE["inductor"])
+        out["rule"] = f"fixed fp32 tolerance {tol:g} ({backend})"
+        out["bounds"] = {"grads": [tol] * len(c_grads), "loss": [tol] * len(c_loss)}
+        return out
+    e_grads = _grad_err(eager["grads"], reference["grads"])
+    e_loss = _loss_err(eager["losses"], reference["losses"])
+    out["eager"] = {"grads": e_grads, "loss": e_loss}
+    out["rule"] = f"compiled error <= {MULTIPLIER:g} x eager error + {FLOOR:g}, both against the {ref_dtype} reference"
+    out["bounds"] = {
+        "grads": [MULTIPLIER * e["err"] + FLOOR for e in e_grads],
+        "loss": [MULTIPLIER * e + FLOOR for e in e_loss],
+    }
+    return out
+
+
+def failures(parity: dict[str, Any]) -> list[str]:
+    """Why the compiled twin's numbers are outside the bound (empty when inside)."""
+    out = []
+    if parity.get("count_mismatch"):
+        out.append(f"the twins did not take the same steps: {parity['count_mismatch']}")
+    bounds = parity.get("bounds") or {}
+    for i, (row, bound) in enumerate(zip(parity["compiled"]["grads"], bounds.get("grads", []), strict=False)):
+        if row["err"] > bound:
+            eager = parity.get("eager", {}).get("grads", [])
+            floor = f"; eager {eager[i]['err']:.2e}" if i < len(eager) else ""
+            out.append(
+                f"gradients differ at optimizer step {i}: {row['err']:.2e} > {bound:.2e}{floor} (worst: {row['worst']})"
+            )
+            break
+    for i, (err, bound) in enumerate(zip(parity["compiled"]["loss"], bounds.get("loss", []), strict=False)):
+        if err > bound:
+            eager = parity.get("eager", {}).get("loss", [])
+            floor = f"; eager {eager[i]:.2e}" if i < len(eager) else ""
+            out.append(f"loss differs at micro-step {i}: {err:.2e} > {bound:.2e}{floor}")
+            break
+    return out
