@@ -17,8 +17,8 @@ from model_compile.hard import interpreter, preflight, probe, rehearsal
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal_plan import NotPlanned, plan
 from model_compile.hard.rehearsal_render import instead_of_inductor
-from model_compile.parse import test_options
-from model_compile.parse.test_options import CONFIG_NAME
+from model_compile.parse import recipe_test_options as test_options
+from model_compile.parse.recipe_test_options import CONFIG_NAME
 from model_compile.vocabulary import BACKENDS
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from model_compile.errors import InputError
 from model_compile.hard import interpreter, interrupt, layers, pipeline, preflight, probe, refusal, rehearse
 from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
 from model_compile.hard.verdict import judge
-from model_compile.parse import test_options as conventions
+from model_compile.parse import recipe_test_options as conventions
 from model_compile.runtime import RUNTIME_DIR_ENV
 
 if TYPE_CHECKING:

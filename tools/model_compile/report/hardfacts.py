@@ -22,7 +22,7 @@ from model_compile.hard.pipeline import ELSEWHERE, elsewhere_commands, in_repo, 
 from model_compile.hard.refusal import smoke_refusal
 from model_compile.hard.stageplan import labelled_prerequisites
 from model_compile.hard.torch_pin import version_note
-from model_compile.parse import test_options as conventions
+from model_compile.parse import recipe_test_options as conventions
 from model_compile.report.models import LayerRow
 
 LAYER_ORDER = ("soft", "structure", "rehearsal", "smoke", "impact")

@@ -1,7 +1,7 @@
 """The recipe's own base tests, when it has none: `tests/conftest.py`, `test_structure.py`, `test_smoke.py`.
 
 - `conftest.py` is rendered from templates/recipe_base/conftest.py.j2 with the
-  option set its sibling recipes register (read statically, parse/test_options.py):
+  option set its sibling recipes register (read statically, parse/recipe_test_options.py):
   `--world-size` defaulting to what the stage's `parallel.mesh` needs,
   `--config-name`, a repeatable `--config-override`, and the siblings' opt-in
   smoke switch (`--run-smoke`) where they gate a multi-rank smoke with one.
@@ -28,7 +28,7 @@ import libcst as cst
 from model_compile import templating
 from model_compile.generate.edits.cst_util import assigned_name
 from model_compile.generate.edits.import_order import insert_import
-from model_compile.parse import test_options
+from model_compile.parse import recipe_test_options
 from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
 
@@ -94,13 +94,13 @@ def sibling_options(recipe: Path, root: Path) -> SiblingOptions:
     for sibling in sorted(p for p in recipe.parent.iterdir() if p.is_dir() and p.resolve() != recipe.resolve()):
         if not (sibling / "tests" / "conftest.py").is_file() or not (sibling / "configs").is_dir():
             continue
-        conv = test_options.read(sibling, root)
+        conv = recipe_test_options.read(sibling, root)
         out.conftests += 1
         flags = [f for f in conv.opt_in_flags("smoke") if "smoke" in f or f.startswith("--run")]
         if flags:
             out.flagged += 1
             names[flags[0]] += 1
-            default = conv.default_of(test_options.WORLD_SIZE)
+            default = conv.default_of(recipe_test_options.WORLD_SIZE)
             if isinstance(default, int) and default > 1:
                 out.flagged_multi_rank += 1
     if names:

@@ -16,9 +16,9 @@ from model_compile.generate.edits import engine_edit
 from model_compile.generate.edits.base_tests import world_size
 from model_compile.generate.edits.import_order import insert_import
 from model_compile.generate.edits.readme_edit import edit_readme
+from model_compile.generate.edits.recipe_test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
 from model_compile.generate.edits.schema_edit import edit_schema, model_classes
 from model_compile.generate.edits.snippets import Renderer
-from model_compile.generate.edits.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
 from model_compile.generate.edits.yaml_edit import edit_stage
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.options import Options
@@ -31,7 +31,7 @@ from model_compile.generate.style.repo_text import RepoText, body_indent, read_r
 from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions, planned_scope
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
-from model_compile.parse import test_options
+from model_compile.parse import recipe_test_options
 from model_compile.parse.documentation import kit_avoidance
 from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
@@ -221,7 +221,7 @@ def build_plan(opts: Options) -> Plan:
     stage_path = next((p for p in files.stages if p.stem == stage_name), None)
     base_files = recipe_test_files(files.recipe, files.root, root_class, files.rel, stage=stage_path, override=override)
     if base_files.conftest is not None:  # the commands take the options the planned conftest.py registers
-        planned = test_options.read_text(base_files.conftest, files.rel(files.recipe / "tests" / "conftest.py"))
+        planned = recipe_test_options.read_text(base_files.conftest, files.rel(files.recipe / "tests" / "conftest.py"))
         for name, option in repo_text.test_options.options.items():  # the conftest.py files above it still load
             planned.options.setdefault(name, option)
         planned.dynamic += repo_text.test_options.dynamic
