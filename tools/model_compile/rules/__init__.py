@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from model_compile.rules.base import Rule
-from model_compile.rules.config import (
-    ConfigNotWired,
-    EnabledWithoutIntent,
-    InvalidCompileValue,
-    SchemaLacksCompile,
-    UntypedCompileChoice,
-)
+from model_compile.rules.config_intent import EnabledWithoutIntent
+from model_compile.rules.config_schema import SchemaLacksCompile, UntypedCompileChoice
+from model_compile.rules.config_values import InvalidCompileValue
+from model_compile.rules.config_wiring import ConfigNotWired
 from model_compile.rules.path import (
     CompileOutsideKit,
     FallbackKindMismatch,
