@@ -89,8 +89,8 @@ def _branch_base(root: Path) -> tuple[str | None, list[str]]:
     (stray untracked files do not hide the branch). Else None."""
     import git
 
-    from model_compile.review.changes import default_base
     from model_compile.review.gittree import open_repo
+    from model_compile.review.revisions import default_base
 
     repo = open_repo(root)
     try:

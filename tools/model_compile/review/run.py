@@ -13,6 +13,7 @@ from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import Report
 from model_compile.review import changes as ch
+from model_compile.review import revisions
 from model_compile.review.compare import (
     config_changes,
     kit_changes,
@@ -33,7 +34,7 @@ def _default_analyzer() -> Analyzer:
     return lambda tree, recipes: analyze_tree(tree, recipes=recipes)
 
 
-def _analyse(analyze: Analyzer, side: ch.Side, recipes: list[str] | None) -> Report:
+def _analyse(analyze: Analyzer, side: revisions.Side, recipes: list[str] | None) -> Report:
     # Even with no recipe to analyse, the shared kit is (its findings belong to both sides).
     try:
         return analyze(side.tree, recipes)
@@ -76,7 +77,7 @@ def _outside_recipes(files: list[ChangedFile], base_names: Counter, head_names: 
 
 
 def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyzer, repo_label: str) -> DiffReport:
-    base_side, head_side, notes = ch.resolve(repo, base, head)
+    base_side, head_side, notes = revisions.resolve(repo, base, head)
     files = ch.collect(repo, base_side, head_side)
     report = DiffReport(
         version=__version__,
