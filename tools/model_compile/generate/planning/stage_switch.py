@@ -24,7 +24,8 @@ import yaml
 
 from model_compile.errors import InputError
 from model_compile.generate.planning import guard, locate
-from model_compile.generate.planning.plan import FileChange, Plan, recipe_report
+from model_compile.generate.planning.inputs import recipe_report
+from model_compile.generate.planning.plan import FileChange, Plan
 from model_compile.generate.planning.sharding import sharding_notes, smoke_commands
 from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse.documentation import parse_comment
