@@ -243,8 +243,7 @@ class LedgerBuilder:
         if value is None:
             return
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        stored_into = [t for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))]
-        self._expr(value, frame, ctx, result_kept=True, stored_into=stored_into)
+        self._expr(value, frame, ctx, result_kept=True, stored_into=targets)
         for target in targets:
             self._statement_events(target, value, frame, ctx)
         if isinstance(stmt, ast.AugAssign):
@@ -319,6 +318,8 @@ class LedgerBuilder:
                 else:
                     extra["compile_style"] = "wrapper"
                     extra["replaces_model"] = bool(kept or stored_into)
+            if stored_into:  # `x = <compile>(...)`: where the result is kept
+                extra["kept_as"] = self.text(stored_into[0], frame)
             extra["arguments"] = {k.arg: self.text(k.value, frame) for k in call.keywords if k.arg}
             self._event(kind, call, frame, ctx, target_expr=target, kit=bool(facts.get("kit")), **extra)
             return
