@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from model_compile.rules.base import Rule
 from model_compile.rules.config_intent import EnabledWithoutIntent
-from model_compile.rules.config_schema import SchemaLacksCompile, UntypedCompileChoice
+from model_compile.rules.config_schema import OlderFlatCompileConfig, SchemaLacksCompile, UntypedCompileChoice
 from model_compile.rules.config_values import InvalidCompileValue
 from model_compile.rules.config_wiring import ConfigNotWired
 from model_compile.rules.path import (
@@ -37,6 +37,7 @@ ALL_RULES: list[type[Rule]] = sorted(
         EnabledWithoutIntent,
         ConfigNotWired,
         UntypedCompileChoice,
+        OlderFlatCompileConfig,
         CompiledObjectNotReturned,
         PatchAfterCompile,
         FreezeAfterCompile,

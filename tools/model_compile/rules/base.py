@@ -99,7 +99,23 @@ def _source_line(ctx: RecipeContext, file: str, line: int) -> str:
 
 # -- shared predicates -----------------------------------------------------
 
-ENABLED_RE = re.compile(r"(^|\.)model\.compile\.enabled$")
+NO_KIT = "this repository has no model kit with apply_model_compile"
+
+
+def generate_hint(ctx: RecipeContext) -> str:
+    """The `generate` command that adds compile to this recipe, naming only what the repository has."""
+    path = ctx.loc.display_path
+    if ctx.repo.kit:
+        return f"model-compile generate {path} --path kit"
+    return f'model-compile generate {path} --path regional|submodule|graph-break|post-wrap --reason "..." ({NO_KIT})'
+
+
+ENABLED_KEY = "model.compile.enabled"
+
+
+@functools.lru_cache(maxsize=64)
+def _key_re(key: str) -> re.Pattern[str]:
+    return re.compile(r"(^|\.)" + re.escape(key) + "$")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,25 +136,28 @@ def _conjuncts(condition: str) -> tuple[ast.expr, ...]:
     return tuple(out)
 
 
-def _enabled_ref(e: ast.expr) -> bool:
+def _switch_ref(e: ast.expr, key: str) -> bool:
+    """`e` reads the switch `key` (`model.compile.enabled`; `model.compile` in the flat form): as an attribute
+    chain, through bool(), or as `getattr(<...>.model.compile, "enabled", ...)`."""
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "bool" and e.args:
         e = e.args[0]
+    parent, _, last = key.rpartition(".")
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) >= 2:
-        if isinstance(e.args[1], ast.Constant) and e.args[1].value == "enabled":
-            return bool(re.search(r"(^|\.)model\.compile$", unparse(e.args[0])))
-    return isinstance(e, (ast.Attribute, ast.Name)) and bool(ENABLED_RE.search(unparse(e)))
+        if isinstance(e.args[1], ast.Constant) and e.args[1].value == last:
+            return bool(_key_re(parent).search(unparse(e.args[0])))
+    return isinstance(e, (ast.Attribute, ast.Name)) and bool(_key_re(key).search(unparse(e)))
 
 
-def gate_state(event: Event) -> str:
-    """'gated' (by model.compile.enabled), 'inverted', or 'ungated'."""
+def gate_state(event: Event, key: str = ENABLED_KEY) -> str:
+    """'gated' (by the switch `key`), 'inverted', or 'ungated'."""
     state = "ungated"
     for cond in event.condition:
         for c in _conjuncts(cond):
-            if _enabled_ref(c):
+            if _switch_ref(c, key):
                 state = "gated" if state != "inverted" else state
-            elif isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.Not) and _enabled_ref(c.operand):
+            elif isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.Not) and _switch_ref(c.operand, key):
                 return "inverted"
-            elif isinstance(c, ast.Compare) and len(c.ops) == 1 and _enabled_ref(c.left):
+            elif isinstance(c, ast.Compare) and len(c.ops) == 1 and _switch_ref(c.left, key):
                 right = c.comparators[0]
                 if isinstance(right, ast.Constant) and isinstance(c.ops[0], (ast.Is, ast.Eq)):
                     if right.value is True:

@@ -5,20 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.models import config_key
 from model_compile.rules.base import Example, Rule
 from model_compile.rules.finding import Finding
-from model_compile.rules.scaffold import SCHEMA, STAGE, replace_once
+from model_compile.rules.scaffold import FLAT_BODY, FLAT_SCHEMA, FLAT_STAGE, SCHEMA, STAGE, replace_once
 
 
 def _default_effect(ctx: RecipeContext) -> str:
     """MC203 on a schema default of True: which stages get compile from it today, and which would."""
     stages = ctx.config.stages
+    flat = ctx.config.form == "flat"
+    key = config_key(ctx.config.form, "enabled")
+    field = "compile" if flat else "enabled"
+    block = "`compile:` line" if flat else "`compile:` block (or without `enabled` in it)"
     inherit = [s.name for s in stages if "enabled" not in s.values]
-    new_file = "any new stage file without a `compile:` block (or without `enabled` in it) would too"
+    new_file = f"any new stage file without a {block} would too"
     if inherit:
         verb = "sets" if len(inherit) == 1 else "set"
         return (
-            f"schema default enables compile: {', '.join(inherit)} {verb} no `model.compile.enabled` and "
+            f"schema default enables compile: {', '.join(inherit)} {verb} no `{key}` and "
             f"{'gets' if len(inherit) == 1 else 'get'} compile from it today; {new_file}"
         )
     if stages:
@@ -26,13 +31,13 @@ def _default_effect(ctx: RecipeContext) -> str:
         which = (
             f"every stage sets false: {', '.join(off)}"
             if len(off) == len(stages)
-            else "every stage sets `enabled` itself"
+            else f"every stage sets `{field}` itself"
         )
         return (
             f"schema default enables compile: no stage gets it today ({which}), but any new stage file without a "
-            "`compile:` block (or without `enabled` in it) would get compile"
+            f"{block} would get compile"
         )
-    return "schema default enables compile: there is no stage YAML yet, so every stage file without a `compile:` block would get compile"
+    return f"schema default enables compile: there is no stage YAML yet, so every stage file without a {block} would get compile"
 
 
 class EnabledWithoutIntent(Rule):
@@ -64,6 +69,16 @@ class EnabledWithoutIntent(Rule):
             ),
             note="documented schema default",
         ),
+        Example(
+            body=FLAT_BODY,
+            schema=FLAT_SCHEMA,
+            stages={
+                "train": replace_once(
+                    FLAT_STAGE, "compile: false", "compile: true  # model-compile: enabled - measured faster steps"
+                )
+            },
+            note="the flat switch on, with its intent note",
+        ),
     ]
     INVALID = [
         Example(
@@ -72,6 +87,12 @@ class EnabledWithoutIntent(Rule):
             )
         ),
         Example(stages={"train": replace_once(STAGE, "enabled: false", "enabled: true  # <- MC203")}),
+        Example(
+            body=FLAT_BODY,
+            schema=FLAT_SCHEMA,
+            stages={"train": replace_once(FLAT_STAGE, "compile: false", "compile: true  # <- MC203")},
+            note="the older flat switch `compile: true` in a stage",
+        ),
         Example(
             stages={
                 "train": replace_once(STAGE, "enabled: false", 'enabled: "${oc.env:USE_COMPILE,true}"  # <- MC203')

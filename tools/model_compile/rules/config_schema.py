@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.parse.models import FLAT_FIELDS, SchemaFacts
+from model_compile.rules.base import Example, Rule, compile_events, gate_state, step_ref
 from model_compile.rules.config_values import plain_str
 from model_compile.rules.finding import Finding
-from model_compile.rules.scaffold import SCHEMA, mark, replace_once
+from model_compile.rules.scaffold import FLAT_BODY, FLAT_SCHEMA, FLAT_STAGE, SCHEMA, STAGE, mark, replace_once
 
 NO_COMPILE_SCHEMA = replace_once(
     SCHEMA, "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
@@ -40,10 +41,21 @@ class SchemaLacksCompile(Rule):
             ),
             note="other section name, plain default, mode through Field",
         ),
+        Example(
+            body=FLAT_BODY, schema=FLAT_SCHEMA, stages={"train": FLAT_STAGE}, note="the older flat form is MC206's"
+        ),
     ]
     INVALID = [
         # Without a `compile` field there is no better line than the file's first.
         Example(schema=mark(NO_COMPILE_SCHEMA, "from typing import Literal", "MC201"), note="no compile field"),
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n",
+                "    compile: dict = Field(default_factory=dict)  # <- MC201\n",
+            ),
+            note="`compile` typed as a dict: the message names the type (near miss of the flat bool, MC206)",
+        ),
         Example(
             schema=mark(
                 replace_once(
@@ -64,6 +76,8 @@ class SchemaLacksCompile(Rule):
             return
         schema = ctx.config.schema_
         file = schema.file or ctx.loc.rel("configs/schema.py")
+        if schema.form == "flat":
+            return  # the older flat form is a schema with a compile switch: MC206 says what to migrate to
         if schema.compile_class is None:
             detail = (
                 "; ".join(schema.problems)
@@ -135,7 +149,99 @@ class UntypedCompileChoice(Rule):
                     ctx,
                     schema.file,
                     fact.line or 1,
-                    f"{schema.compile_class}.{name} is `{fact.annotation}`; its configured values are checked by MC202, "
+                    f"{_field_name(schema, name)} is `{fact.annotation}`; its configured values are checked by MC202, "
                     f"a Literal type would also reject typos in overrides",
                     subject=f"schema type {name}",
                 )
+
+
+class OlderFlatCompileConfig(Rule):
+    id = "MC206"
+    severity = "warning"
+    title = "compile configured in the older flat form"
+    what = (
+        "Flags a recipe whose model config has `compile` as a bool, with `compile_backend` / `compile_mode` beside "
+        "it (in the schema, else in its stage YAMLs): one finding for the recipe, at the schema's `compile` field "
+        "(else the first stage that sets it), saying what prepare_model() gates compile with and what to migrate to. "
+        "The review reads the flat fields as the stage's switch and choices (MC203, `inspect`, the stage table)."
+    )
+    why = (
+        "The section `model.compile: {enabled, backend, mode}` holds the switch and its choices in one block: "
+        "`--config-override model.compile.enabled=true`, the smoke commands' switch, does not apply to a bool "
+        "`compile`, and each tool and test must special-case the recipe."
+    )
+    example = (
+        "class ModelConfig(BaseModel):\n    compile: bool = True\n    compile_backend: str = 'inductor'\n"
+        "    compile_mode: str = 'default'"
+    )
+    use_instead = "compile: CompileConfig = Field(default_factory=CompileConfig)  # enabled, backend, mode"
+    fix = (
+        "migrate to a compile section: a class with enabled, backend, mode as the model config's `compile`; in each "
+        "stage YAML, `compile: true|false`, `compile_backend`, `compile_mode` become `compile: {enabled, backend, mode}`; "
+        "prepare_model() reads self.config.model.compile.enabled / .backend / .mode"
+    )
+    VALID = [
+        Example(),
+        Example(
+            schema=replace_once(
+                SCHEMA,
+                "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n",
+                "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n"
+                '    compile_cache_dir: str = ""\n',
+            ),
+            note="a section, with another compile_* field beside it",
+        ),
+    ]
+    INVALID = [
+        Example(
+            body=FLAT_BODY,
+            schema=mark(FLAT_SCHEMA, "compile: bool = False", "MC206"),
+            stages={"train": FLAT_STAGE},
+            note="flat schema and stages, prepare_model gated by model.compile",
+        ),
+        Example(
+            body=FLAT_BODY,
+            schema=NO_COMPILE_SCHEMA,
+            stages={"stage1": STAGE, "stage2": mark(FLAT_STAGE, "compile: false", "MC206")},
+            note="no compile field in the schema; a stage sets the flat switch",
+        ),
+    ]
+
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
+        config = ctx.config
+        if config.form != "flat":
+            return
+        schema = config.schema_
+        gated = [e for _, e, _ in compile_events(ctx) if gate_state(e, "model.compile") == "gated"]
+        gate = (
+            f"; prepare_model() gates {step_ref(gated[0])} with it"
+            + (f" (and {len(gated) - 1} more)" if gated[1:] else "")
+            if gated
+            else ""
+        )
+        if schema.form == "flat" and schema.file is not None:
+            beside = [FLAT_FIELDS[n] for n in ("backend", "mode") if schema.fields[n].present]
+            what = f"`{schema.model_class}.compile` is `{schema.compile_type}`" + (
+                f" with {' and '.join(f'`{b}`' for b in beside)} beside it" if beside else ""
+            )
+            where, line = schema.file, schema.compile_field_line or 1
+        else:
+            stage = next(s for s in config.stages if s.form == "flat")
+            what = f"stage {stage.name} sets {', '.join(f'`model.{FLAT_FIELDS[k]}`' for k in stage.values)}"
+            where, line = stage.file, stage.lines.get("compile", 1)
+        flat_stages = [s.name for s in config.stages if s.form == "flat"]
+        stages = f"; stage YAMLs in this form: {', '.join(flat_stages)}" if flat_stages else ""
+        yield self.finding(
+            ctx,
+            where,
+            line,
+            f"{what}: the older flat form of the compile config{gate}{stages}",
+            subject="config form flat",
+        )
+
+
+def _field_name(schema: SchemaFacts, name: str) -> str:
+    """`ExampleCompileConfig.backend`; in the older flat form `ExampleModelConfig.compile_backend`."""
+    if schema.form == "flat":
+        return f"{schema.model_class}.{FLAT_FIELDS[name]}"
+    return f"{schema.compile_class}.{name}"

@@ -5,12 +5,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.models import ConfigForm, config_key
 from model_compile.parse.python import literal_of
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state, step_ref
+from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state, generate_hint, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.placement import _GATED_KIT, _WITHOUT_COMPILE
-from model_compile.rules.scaffold import CANONICAL_BODY, engine_text, mark, replace_once
+from model_compile.rules.scaffold import (
+    CANONICAL_BODY,
+    FLAT_BODY,
+    FLAT_SCHEMA,
+    FLAT_STAGE,
+    engine_text,
+    mark,
+    replace_once,
+)
 
 _CONFIG_ROOT = re.compile(r"^(?:self\.)?(?:config|cfg|conf|args|hparams)\.(?P<field>[A-Za-z_][\w.]*)$")
 
@@ -35,7 +45,9 @@ class ConfigNotWired(Rule):
     title = "compile not wired to the config"
     what = (
         "Flags compile not gated by `model.compile.enabled` (or gated inverted), backend/mode hard-coded or "
-        "not passed, and a compile config section that nothing reads."
+        "not passed (one finding per compile call, naming each part), and a compile config that nothing reads. "
+        "A recipe in the older flat form (MC206) is read in its own terms: gated by `model.compile`, backend and "
+        "mode from `model.compile_backend` / `model.compile_mode`."
     )
     why = "The config is the contract: `--config-override model.compile.enabled=true` must turn compile on, and stage YAMLs must choose backend and mode."
     example = 'model = self.model_kit.apply_model_compile(model, backend="inductor", mode="default")'
@@ -101,6 +113,12 @@ class ConfigNotWired(Rule):
         Example(
             body=_WITHOUT_COMPILE + _GATED_KIT,
             note="compile after the return is MC405's one error, not also 'never compiles'",
+        ),
+        Example(
+            body=FLAT_BODY,
+            schema=FLAT_SCHEMA,
+            stages={"train": FLAT_STAGE},
+            note="the older flat form wired through its own fields: MC206 is its one finding",
         ),
     ]
     INVALID = [
@@ -192,56 +210,90 @@ class ConfigNotWired(Rule):
             ),
             note="config section exists, nothing compiles",
         ),
+        Example(
+            body=mark(
+                replace_once(
+                    FLAT_BODY, "backend=self.config.model.compile_backend", "backend=self.config.optim.compile_backend"
+                ),
+                "apply_model_compile(",
+                "MC204",
+            ),
+            schema=FLAT_SCHEMA,
+            stages={"train": FLAT_STAGE},
+            note="flat form, backend from another section's field (near miss of the wired flat form)",
+        ),
+        Example(
+            body=mark(FLAT_BODY, "apply_model_compile(", "MC204"),
+            note="flat gate and fields against a section schema (the section is always truthy): one finding",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         events = compile_events(ctx)
-        schema = ctx.config.schema_
         # A compile call that is never reached is MC405's one error, not also "never compiles" here.
         written = compile_events(ctx, reachable=False)
-        if not written and ctx.ledgers and (schema.compile_class or any(s.has_compile for s in ctx.config.stages)):
+        if not written and ctx.ledgers and ctx.config.form is not None:
             ledger = ctx.ledgers[0]
             yield self.finding(
                 ctx,
                 ledger.file,
                 ledger.line,
                 f"the config has model.compile but {ledger.engine_class}.prepare_model() never compiles",
-                fix=f"add the kit call: model-compile generate {ctx.loc.display_path} --path kit",
+                fix=f"add the compile call: {generate_hint(ctx)}",
                 subject=f"{ledger.engine_class}.prepare_model",
             )
+        form = ctx.config.form
         for _, e, _ in events:
-            state = gate_state(e)
-            if state == "inverted":
+            problems, kinds = _wiring_problems(e, form)
+            if problems:
                 yield self.finding(
                     ctx,
                     e.file,
                     e.line,
-                    f"compile {step_ref(e)} runs when model.compile.enabled is false (inverted gate)",
-                    subject=f"{call_subject(e)} gate",
+                    f"compile {step_ref(e)} " + "; ".join(problems),
+                    fix=_fix(form) if form == "flat" else None,
+                    # One finding per call; its scope names what is wrong, so fixing part of it is a new finding.
+                    subject=f"{call_subject(e)} wiring | {', '.join(kinds)}",
                 )
-            elif state == "ungated":
-                yield self.finding(
-                    ctx,
-                    e.file,
-                    e.line,
-                    f"compile {step_ref(e)} is not gated by model.compile.enabled",
-                    subject=f"{call_subject(e)} gate",
-                )
-            for name in ("backend", "mode"):
-                value = e.arguments.get(name)
-                if value is None:
-                    yield self.finding(
-                        ctx,
-                        e.file,
-                        e.line,
-                        f"compile {step_ref(e)} does not pass {name} from model.compile.{name}",
-                        subject=f"{call_subject(e)} {name}",
-                    )
-                elif f"compile.{name}" not in value:
-                    yield self.finding(
-                        ctx,
-                        e.file,
-                        e.line,
-                        f"compile {step_ref(e)}: {name} {_argument_source(value)} instead of `model.compile.{name}`",
-                        subject=f"{call_subject(e)} {name}",
-                    )
+
+
+def _reads(value: str, key: str) -> bool:
+    """A compile argument read from the config key (aliases are resolved in the ledger's argument text)."""
+    if key.startswith("model.compile."):  # the section: `cfg.backend` of `cfg = self.config.model.compile`
+        return key.removeprefix("model.") in value
+    return bool(re.search(r"(^|\.)" + re.escape(key) + r"$", value.strip()))
+
+
+def _wiring_problems(e: Event, form: ConfigForm | None) -> tuple[list[str], list[str]]:
+    """What is wrong with one compile call's wiring to the config, in words, and which parts (gate, backend, mode)."""
+    problems: list[str] = []
+    kinds: list[str] = []
+    switch = config_key(form, "enabled")
+    state = gate_state(e, switch)
+    if state == "inverted":
+        problems.append(f"runs when {switch} is false (inverted gate)")
+        kinds.append("gate")
+    elif state == "ungated":
+        problems.append(f"is not gated by {switch}")
+        kinds.append("gate")
+    for name in ("backend", "mode"):
+        key = config_key(form, name)
+        value = e.arguments.get(name)
+        if value is None:
+            problems.append(f"does not pass {name} from {key}")
+        elif not _reads(value, key):
+            problems.append(f"{name} {_argument_source(value)} instead of `{key}`")
+        else:
+            continue
+        kinds.append(name)
+    return problems, kinds
+
+
+def _fix(form: ConfigForm | None) -> str:
+    """The fix in the form the recipe's config has (the older flat form: its own fields, and the migration)."""
+    if form == "flat":
+        return (
+            "gate with `if self.config.model.compile:` and pass backend=self.config.model.compile_backend, "
+            "mode=self.config.model.compile_mode (the recipe's flat form), or migrate to a `model.compile` section (MC206)"
+        )
+    return ConfigNotWired.fix

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.rules.base import Example, Rule, compile_events, generate_hint
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import STAGE, engine_text, mark, replace_once
 
@@ -116,12 +116,12 @@ class NoCompileSupport(Rule):
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         if not ctx.ledgers or compile_events(ctx, reachable=False):
             return
-        if ctx.config.schema_.compile_class or any(s.has_compile for s in ctx.config.stages):
+        if ctx.config.form is not None:
             return
         ledger = ctx.ledgers[0]
         path = ctx.loc.display_path
-        fix = f"model-compile generate {path} --path kit"
-        if ctx.readme and KIT_OPT_OUT.search(ctx.readme):
+        fix = generate_hint(ctx)
+        if ctx.readme and KIT_OPT_OUT.search(ctx.readme) and ctx.repo.kit:
             fix = (
                 "its README says it does not use the kit: ask before adding it; a recipe-local compile is "
                 f'`model-compile generate {path} --path submodule --target <module> --reason "..."` '
