@@ -74,6 +74,10 @@ class StageFacts(BaseModel):
         default_factory=dict, description="integer sizes under `parallel.mesh` (shard, replicate, tensor, ...)"
     )
     mesh_line: int | None = Field(default=None, description="line of `parallel.mesh.shard` (else of `mesh`)")
+    packing: str | None = Field(
+        default=None,
+        description="`data.packing_selection_strategy` (e.g. best_fit: packs may close short of max_seq_len)",
+    )
     problems: list[str] = Field(default_factory=list)
 
     def static_value(self, key: str) -> tuple[bool, Any]:

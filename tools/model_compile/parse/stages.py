@@ -96,6 +96,10 @@ def stage_facts(text: str, path: str, name: str) -> StageFacts:
         return facts
     if root is not None:
         _read_mesh(root, facts)
+        data = mapping_child(root, "data")
+        strategy = mapping_child(data[1], "packing_selection_strategy") if data else None
+        if strategy is not None and isinstance(strategy[1], yaml.ScalarNode):
+            facts.packing = str(strategy[1].value)
     model = mapping_child(root, "model") if root is not None else None
     if model is None:
         return facts

@@ -5,8 +5,8 @@ from __future__ import annotations
 from model_compile.rules.base import Rule
 from model_compile.rules.config_intent import EnabledWithoutIntent
 from model_compile.rules.config_schema import OlderFlatCompileConfig, SchemaLacksCompile, UntypedCompileChoice
-from model_compile.rules.config_values import InvalidCompileValue
-from model_compile.rules.config_wiring import ConfigNotWired
+from model_compile.rules.config_values import CudaGraphModeUnsuited, InvalidCompileValue
+from model_compile.rules.config_wiring import ConfigNotWired, HardCodedCompileOption
 from model_compile.rules.path import (
     CompileOutsideKit,
     FallbackKindMismatch,
@@ -38,6 +38,8 @@ ALL_RULES: list[type[Rule]] = sorted(
         ConfigNotWired,
         UntypedCompileChoice,
         OlderFlatCompileConfig,
+        HardCodedCompileOption,
+        CudaGraphModeUnsuited,
         CompiledObjectNotReturned,
         PatchAfterCompile,
         FreezeAfterCompile,

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.repo import KeyReader, KitFacts, RepoFacts
 from model_compile.parse.documentation import yaml_lines
 from model_compile.parse.python import unparse
 from model_compile.rules.finding import Finding, Severity
@@ -65,6 +66,24 @@ class Rule:
         """The rule's findings on one recipe."""
         raise NotImplementedError
 
+    def check_kit(self, kit: KitFacts, repo: RepoFacts) -> Iterable[Finding]:
+        """The rule's findings on the shared kit's apply_model_compile (once per repository, not per recipe)."""
+        return ()
+
+    def kit_finding(self, kit: KitFacts, line: int, message: str, fix: str | None = None, *, what: str) -> Finding:
+        """A finding of this rule in the kit; its subject starts with `kit <Class>.apply_model_compile`, which
+        ties it to the recipes that call that class."""
+        return Finding(
+            rule=self.id,
+            severity=self.severity,
+            file=kit.file,
+            line=line,
+            message=message,
+            fix=fix or self.fix,
+            code=kit.call,
+            subject=f"{kit_subject(kit.class_name)} {what}".rstrip(),
+        )
+
     def finding(
         self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None, *, subject: str
     ) -> Finding:
@@ -81,6 +100,11 @@ class Rule:
             code=code,
             subject=subject,
         )
+
+
+def kit_subject(class_name: str) -> str:
+    """The subject prefix of a kit finding: `kit MLLMModelKit.apply_model_compile`."""
+    return f"kit {class_name}.apply_model_compile"
 
 
 def _source_line(ctx: RecipeContext, file: str, line: int) -> str:
@@ -238,3 +262,37 @@ def compile_events(ctx: RecipeContext, reachable: bool = True) -> tuple[tuple[in
             if e.kind == "compile" and (e.reachable or not reachable)
         )
     return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _where(readers: list[KeyReader]) -> str:
+    first = readers[0]
+    more = f", +{len(readers) - 1} more" if len(readers) > 1 else ""
+    return f"{first.file}:{first.line}{more}"
+
+
+def orig_mod_effects(readers: list[KeyReader], before_wrap: bool | None) -> str:
+    """What an OptimizedModule's `_orig_mod.` prefix breaks in this repository, read from the code that saves and
+    unwraps the model (`before_wrap`: the compile sits before the distributed wrap; None: it depends on the recipe)."""
+    saves = [r for r in readers if r.kind == "module-save"]
+    unwraps = [r for r in readers if r.kind == "unwrap"]
+    dcp = [r for r in readers if r.kind == "dcp"]
+    parts: list[str] = []
+    if before_wrap is not False:
+        if saves:
+            parts.append(
+                f"checkpoints saved from the wrapped module's `.module.state_dict()` ({_where(saves)}) carry those keys"
+            )
+        if unwraps:
+            parts.append(
+                f'`getattr(model, "_orig_mod", model)` ({_where(unwraps)}) unwraps it only as the outermost module, '
+                "not inside the DDP/FSDP2 wrapper it is put under"
+            )
+        if parts and before_wrap is None:
+            parts[0] = "where a recipe compiles before its distributed wrap (the kit's placement), " + parts[0]
+    elif unwraps:
+        parts.append(f'`getattr(model, "_orig_mod", model)` ({_where(unwraps)}) unwraps it (compiled after the wrap)')
+    if dcp:
+        parts.append(f"get_model_state_dict ({_where(dcp)}) drops the prefix, so its checkpoints keep their keys")
+    if not parts:
+        return "no code of the repository that saves or unwraps the model was found to say what reads those names"
+    return "; ".join(parts)

@@ -10,8 +10,10 @@ from model_compile.parse.models import FieldFact, StageFacts
 from model_compile.parse.python import literal_of
 from model_compile.rules.base import Example, Rule, compile_events
 from model_compile.rules.finding import Finding
+from model_compile.rules.placement import _FSDP2_PER_BLOCK
 from model_compile.rules.scaffold import CANONICAL_BODY, SCHEMA, STAGE, mark, replace_once
-from model_compile.vocabulary import BACKENDS, MODES
+from model_compile.rules.wrapping import _mesh, wrapper_name
+from model_compile.vocabulary import BACKENDS, CUDA_GRAPH_MODES, MODES
 
 ALLOWED = {"backend": list(BACKENDS), "mode": list(MODES)}
 
@@ -218,3 +220,95 @@ def _typed_hint(fact: FieldFact, name: str) -> str:
     if plain_str(fact):
         return f"use one of {allowed}; typing the field Literal[...] makes the config loader reject such typos"
     return f"use one of {allowed}"
+
+
+class CudaGraphModeUnsuited(Rule):
+    id = "MC208"
+    severity = "warning"
+    title = "CUDA-graph mode on a stage that shards per block or feeds varying shapes"
+    what = (
+        "Flags a stage whose `mode` turns on CUDA graphs (reduce-overhead, max-autotune) while the stage shards block "
+        "by block with FSDP2 (`parallel.mesh.shard` > 1 or -1 under a per-block wrapper) or packs its data with a "
+        "strategy that closes packs short of `max_seq_len` (`data.packing_selection_strategy: best_fit`). A stage "
+        "with compile off is named too: the mode applies once compile is on."
+    )
+    why = (
+        "CUDA graphs record one graph per input shape and keep its memory pool: packs whose length changes per step "
+        "record graph after graph. Under per-block FSDP2 a whole-model compile graph-breaks at every block's "
+        "sharding hooks, so the graphs cover only the pieces between them; max-autotune-no-cudagraphs tunes kernels "
+        "without CUDA graphs."
+    )
+    example = "compile:\n  enabled: true\n  mode: reduce-overhead   # FSDP2 stage, best_fit packs"
+    use_instead = (
+        "mode: max-autotune-no-cudagraphs (or default), unless a run on the accelerator shows CUDA graphs pay off"
+    )
+    fix = "use mode max-autotune-no-cudagraphs or default for this stage, or measure memory and recompiles with CUDA graphs on the accelerator first"
+    VALID = [
+        Example(),
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: reduce-overhead") + _mesh(1)},
+            files=_FSDP2_PER_BLOCK,
+            note="CUDA graphs on a DDP stage with no varying packs",
+        ),
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: max-autotune-no-cudagraphs") + _mesh(8)},
+            files=_FSDP2_PER_BLOCK,
+            note="kernel tuning without CUDA graphs on an FSDP2 stage",
+        ),
+    ]
+    INVALID = [
+        Example(
+            stages={"train": replace_once(STAGE, "mode: default", "mode: reduce-overhead  # <- MC208") + _mesh(8)},
+            files=_FSDP2_PER_BLOCK,
+            note="reduce-overhead on a stage that shards per block (compile off: applies once on)",
+        ),
+        Example(
+            stages={
+                "train": replace_once(STAGE, "mode: default", "mode: max-autotune  # <- MC208")
+                + _mesh(1)
+                + "data:\n  packing_selection_strategy: best_fit\n  max_seq_len: 4096\n"
+            },
+            files=_FSDP2_PER_BLOCK,
+            note="max-autotune on DDP, best_fit packs of varying length",
+        ),
+    ]
+
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
+        if not compile_events(ctx):
+            return
+        per_block = _shards_per_block(ctx)
+        for stage in ctx.config.stages:
+            known, mode = stage.static_value("mode")
+            if not known or mode not in CUDA_GRAPH_MODES:
+                continue
+            why: list[str] = []
+            if per_block and stage.wrapping == "fsdp2":
+                why.append(
+                    f"it shards block by block with FSDP2 (parallel.mesh.shard: {stage.mesh.get('shard')}), whose "
+                    "hooks split a whole-model graph at every block"
+                )
+            if stage.packing == "best_fit":
+                why.append(
+                    "its packs (data.packing_selection_strategy: best_fit) can close short of max_seq_len, so input "
+                    "shapes change from step to step and each new one records another graph"
+                )
+            if not why:
+                continue
+            on = stage.static_value("enabled")
+            state = "" if on == (True, True) else "; compile is off in this stage today: this applies once enabled"
+            yield self.finding(
+                ctx,
+                stage.file,
+                stage.lines.get("mode", 1),
+                f"{stage.name}: mode {mode} turns on CUDA graphs (triton.cudagraphs) and " + "; and ".join(why) + state,
+                subject=f"stage {stage.name} mode cuda graphs | {mode}",
+            )
+
+
+def _shards_per_block(ctx: RecipeContext) -> bool:
+    """prepare_model() wraps with a wrapper the repository makes shard block by block (FSDP2 per block)."""
+    return any(
+        e.kind == "wrap" and wrapper_name(e) in ctx.repo.per_block_wrappers
+        for ledger in ctx.ledgers
+        for e in ledger.events
+    )

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.repo import KitFacts, RepoFacts
 from model_compile.parse.models import ConfigForm, config_key
 from model_compile.parse.python import literal_of
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, gate_state, generate_hint, step_ref
@@ -297,3 +298,128 @@ def _fix(form: ConfigForm | None) -> str:
             "mode=self.config.model.compile_mode (the recipe's flat form), or migrate to a `model.compile` section (MC206)"
         )
     return ConfigNotWired.fix
+
+
+# What a hard-coded compile option means, for options whose literal differs from torch.compile's default.
+_OPTION_EFFECT: dict[tuple[str, object], str] = {
+    ("dynamic", False): "every new input shape (a sequence length, an image grid) compiles again until the recompile "
+    "limit, then that frame runs eager",
+    ("dynamic", True): "every shape is compiled symbolic from the first call, whatever the stage feeds",
+    ("fullgraph", True): "any graph break is an error instead of a split graph",
+}
+_KIT_WITH_OPTION = (
+    "class MLLMModelKit:\n"
+    "    def apply_model_compile(self, model, backend, mode):\n"
+    "        model.compile(backend=backend, mode=mode{extra})\n"
+    "        return model\n"
+)
+
+
+def _literal(source: str) -> tuple[bool, object]:
+    try:
+        return True, literal_of(source)
+    except (ValueError, SyntaxError, RecursionError):
+        return False, None
+
+
+class HardCodedCompileOption(Rule):
+    id = "MC207"
+    severity = "warning"
+    title = "compile option hard-coded, not from the config"
+    what = (
+        "Flags `dynamic=` and `fullgraph=` passed as literals that differ from torch.compile's default, wherever "
+        "compile is called: in prepare_model() and in the shared kit's apply_model_compile (there also a literal "
+        "`backend=` or `mode=` in place of the parameters the recipe passes). A kit finding applies to every recipe "
+        "that calls that kit class."
+    )
+    why = (
+        "A literal option holds for every stage and no `--config-override` reaches it: `dynamic=False` recompiles on "
+        "each new shape (packed batches and image grids change per step) until the recompile limit sends the frame "
+        "to eager; a kit that ignores the `mode` it is given silently overrides every stage YAML."
+    )
+    example = "return torch.compile(model, backend=backend, mode=mode, dynamic=False)"
+    use_instead = "leave dynamic/fullgraph at their defaults, or add them to the `model.compile` section and pass them"
+    fix = "drop the literal (torch.compile's default), or read it from the config like backend and mode"
+    VALID = [
+        Example(),
+        Example(
+            files={"example_engine/kit/mllm/model.py": _KIT_WITH_OPTION.format(extra=", dynamic=None")},
+            note="the kit passes dynamic=None, torch.compile's default",
+        ),
+        Example(
+            files={
+                "example_engine/kit/mllm/model.py": _KIT_WITH_OPTION.replace(
+                    "backend, mode):", "backend, mode, dynamic=None):"
+                ).format(extra=", dynamic=dynamic")
+            },
+            note="the kit passes dynamic from its own parameter",
+        ),
+    ]
+    INVALID = [
+        Example(
+            files={
+                "example_engine/kit/mllm/model.py": _KIT_WITH_OPTION.format(extra=", dynamic=False").replace(
+                    "mode, dynamic=False)\n", "mode, dynamic=False)  # <- MC207\n"
+                )
+            },
+            note="the kit hard-codes dynamic=False for every recipe",
+        ),
+        Example(
+            files={
+                "example_engine/kit/mllm/model.py": _KIT_WITH_OPTION.format(extra="").replace(
+                    "mode=mode)\n", 'mode="reduce-overhead")  # <- MC207\n'
+                )
+            },
+            note="the kit ignores the mode it is given",
+        ),
+        Example(
+            body=mark(
+                replace_once(
+                    CANONICAL_BODY,
+                    "        mode=self.config.model.compile.mode,\n    )\n",
+                    "        mode=self.config.model.compile.mode,\n        fullgraph=True,\n    )\n",
+                ),
+                "apply_model_compile(",
+                "MC207",
+            ),
+            note="fullgraph=True in the recipe's call",
+        ),
+    ]
+
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
+        for _, e, _ in compile_events(ctx):
+            for name in ("dynamic", "fullgraph"):
+                source = e.arguments.get(name)
+                known, value = _literal(source) if source is not None else (False, None)
+                if known and (name, value) in _OPTION_EFFECT:
+                    yield self.finding(
+                        ctx,
+                        e.file,
+                        e.line,
+                        f"compile {step_ref(e)} hard-codes {name}={value!r}: {_OPTION_EFFECT[(name, value)]}; "
+                        "no stage or override can change it",
+                        subject=f"{call_subject(e)} option {name}",
+                    )
+
+    def check_kit(self, kit: KitFacts, repo: RepoFacts) -> Iterable[Finding]:
+        if kit.call_line is None:
+            return
+        for name, source in kit.options.items():
+            known, value = _literal(source)
+            if not known:
+                continue
+            if name in ("backend", "mode"):
+                passed = f" and ignores the `{name}` the recipe passes" if name in kit.params else ""
+                effect = f"every recipe that calls it compiles with {name} {value!r}{passed}"
+            elif (name, value) in _OPTION_EFFECT:
+                effect = f"in every recipe that calls it, {_OPTION_EFFECT[(name, value)]}"
+            else:
+                continue
+            yield self.kit_finding(
+                kit,
+                kit.call_line,
+                f"{kit.class_name}.apply_model_compile hard-codes {name}={value!r} (`{kit.call[:80]}`): {effect}; "
+                "no stage or override can change it",
+                f"pass the kit's `{name}` parameter" if name in kit.params else self.fix,
+                what=f"option {name}",
+            )

@@ -6,10 +6,12 @@ import ast
 from collections.abc import Iterable
 
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
+from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.repo import KitFacts, RepoFacts
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
 from model_compile.parse.python import PyModule, unparse, walk
-from model_compile.rules.base import NO_KIT, Example, Rule, call_subject, compile_events, step_ref
+from model_compile.rules.base import NO_KIT, Example, Rule, call_subject, compile_events, orig_mod_effects, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 from model_compile.vocabulary import FALLBACK_KINDS
@@ -228,9 +230,11 @@ class TorchCompileWrapper(Rule):
     title = "torch.compile wrapper replaces the model"
     what = "Flags `x = torch.compile(module)` whose result is kept as the model or stored into it."
     why = (
-        "torch.compile(module) returns an OptimizedModule wrapper: every state_dict() key and parameter "
-        "name gains an `_orig_mod.` prefix, so checkpoints stop loading and FSDP auto-wrap no longer "
-        "sees the block classes. In-place `module.compile()` keeps names unchanged."
+        "torch.compile(module) returns an OptimizedModule wrapper: every state_dict() key and parameter name gains "
+        "an `_orig_mod.` prefix. What that breaks is read from the repository's code that saves and unwraps the "
+        "model, and the message names it: checkpoints saved from `module.state_dict()` (the DDP path) carry the "
+        'prefix, and unwrap helpers such as `getattr(model, "_orig_mod", model)` see it only as the outermost '
+        "module; DCP's get_model_state_dict drops it. In-place `module.compile()` keeps names unchanged."
     )
     example = "model = torch.compile(model, backend=cfg.backend, mode=cfg.mode)"
     use_instead = "model.compile(backend=cfg.backend, mode=cfg.mode)  # in place, keys unchanged"
@@ -270,17 +274,41 @@ class TorchCompileWrapper(Rule):
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
-        for _, event, _ in compile_events(ctx):
+        for _, event, events in compile_events(ctx):
             if event.compile_style == "wrapper" and event.replaces_model:
                 yield self.finding(
                     ctx,
                     event.file,
                     event.line,
                     f"{step_ref(event)} wraps {event.target or 'the module'} in an OptimizedModule: "
-                    "state_dict keys and parameter names gain `_orig_mod.`",
+                    "state_dict keys and parameter names gain `_orig_mod.`; "
+                    + orig_mod_effects(ctx.repo.key_readers, _before_wrap(event, events)),
                     fix=None if ctx.repo.kit else "compile in place: `module.compile(backend=..., mode=...)`",
                     subject=call_subject(event),
                 )
+
+    def check_kit(self, kit: KitFacts, repo: RepoFacts) -> Iterable[Finding]:
+        if kit.in_place or kit.call_line is None:
+            return
+        yield self.kit_finding(
+            kit,
+            kit.call_line,
+            f"{kit.class_name}.apply_model_compile does not compile in place (`{_short(kit.call)}`): state_dict keys "
+            "and parameter names gain `_orig_mod.` in every recipe that calls it; "
+            + orig_mod_effects(repo.key_readers, None),
+            "use module.compile(backend=backend, mode=mode) inside the kit and return the module",
+            what="",
+        )
+
+
+def _before_wrap(event: Event, events: list[Event]) -> bool:
+    """A wrap of the same prepare_model() follows the compile (on a path that reaches it)."""
+    i = events.index(event)
+    return any(e.kind == "wrap" and e.reachable for e in events[i + 1 :])
+
+
+def _short(call: str, limit: int = 80) -> str:
+    return call if len(call) <= limit else call[: limit - 1] + "…"
 
 
 class FallbackKindMismatch(Rule):

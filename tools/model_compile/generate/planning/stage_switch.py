@@ -30,7 +30,7 @@ from model_compile.generate.planning.sharding import sharding_notes, smoke_comma
 from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse.documentation import parse_comment
 from model_compile.parse.stages import mapping_child, stage_facts
-from model_compile.vocabulary import BACKENDS, MODES
+from model_compile.vocabulary import BACKENDS, CUDA_GRAPH_MODES, MODES
 
 INTENT = "model-compile: enabled"
 
@@ -175,9 +175,6 @@ def _not_compiling(files: locate.RecipeFiles) -> str:
     if locate.find_kit_import(files.root) is not None:
         return f"model-compile generate {recipe} --path kit --write"
     return f'model-compile generate {recipe} --path regional --reason "..." --write'
-
-
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch._inductor.list_mode_options: triton.cudagraphs
 
 
 def build_stage_plan(opts: StageOptions) -> StagePlan:
