@@ -69,16 +69,22 @@ def _recipe(r: RecipeSection) -> list[str]:
     targets = ", ".join(p.targets) or "no compiled target"
     out.append(_cut(f"  target: {targets}" + (f"; placement: {p.summary}" if p.summary else ""), LONG))
     if p.before is not None and p.before == p.after:
-        out.append("  wiring: unchanged by the change")
+        # compile path and placement as before; what else changed (the compiled scope, a config value) follows
+        out.append(
+            "  wiring: compile path and placement unchanged" + ("; changed:" if p.changes else " (nothing else changed)")
+        )
     elif p.before is not None or p.after is not None:
         out.append(_cut(f"  before -> after: {p.before or '-'} -> {p.after or '-'}", LONG))
-    out += [_cut(f"  change: {c}", LONG) for c in p.changes[:3]]
+    out += [_cut(f"  change: {c}", LONG) for c in p.changes]
     out += [_cut(f"  misplaced: {m}", LONG) for m in p.misplaced[:2]]
     if r.validation:
         width = max(len(row.name) for row in r.validation)
         out.append("  layers:")
         out += [_layer(row, width) for row in r.validation]
     shown = [f for f in r.findings if not (r.compile_path.path == "none" and f.rule == "MC100")]
+    if r.kit_findings:
+        out.append(f"  findings of the kit it calls ({', '.join(r.kits)}), listed once under the shared kit above:")
+        out += ["  " + _finding(f) for f in r.kit_findings if f.severity == "error" or f.status == "new"]
     if shown:
         out.append("  findings:")
         # every error and every finding the change makes new; the rest only up to MAX_FINDINGS in all
@@ -116,6 +122,10 @@ def _recipe(r: RecipeSection) -> list[str]:
     return out
 
 
+def _kits(classes: list[str]) -> str:
+    return ", ".join(f"{c}.apply_model_compile" for c in classes)
+
+
 def text(report: ReviewReport) -> str:
     """The compact report."""
     s = report.scope
@@ -124,7 +134,7 @@ def text(report: ReviewReport) -> str:
         names = f" ({', '.join(s.recipes)})" if s.recipes else ""
         scope = f"scope: the change {s.base} .. {s.head}: {len(s.recipes)} recipe(s){names}"
         if s.kit_changed:
-            scope += "; the shared kit changed"
+            scope += f"; the shared kit changed: {_kits(s.kit_classes)} (the recipes that call it are in scope)"
     else:
         scope = f"scope: {'the recipe' if len(s.recipes) == 1 else 'every recipe under'} {s.path}"
     out.append(scope)

@@ -112,8 +112,11 @@ class DiffReport(BaseModel):
     repo: str
     base: Revision
     head: Revision
-    kit_changed: bool = False
-    kit_files: list[str] = Field(default_factory=list)
+    kit_changed: bool = Field(default=False, description="some kit class's apply_model_compile changed")
+    kit_files: list[str] = Field(default_factory=list, description="changed files that define apply_model_compile")
+    kit_classes: list[str] = Field(
+        default_factory=list, description="kit classes whose apply_model_compile changed (their recipes are in scope)"
+    )
     kit_changes: list[str] = Field(
         default_factory=list, description="what changed in apply_model_compile (in place, disabled regions, where)"
     )

@@ -11,7 +11,7 @@ import git
 from model_compile import __version__
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
-from model_compile.findings.models import Report
+from model_compile.findings.models import RecipeReport, Report
 from model_compile.review import changes as ch
 from model_compile.review import revisions
 from model_compile.review.compare import (
@@ -99,7 +99,6 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
 
     report.shared_files = [f for f in files if f.recipe is None]
     report.kit_files = sorted({f.path for f in files if f.kind == "kit"})
-    report.kit_changed = bool(report.kit_files)
 
     # (head name or None, base name or None) for every touched recipe.
     touched: dict[tuple[str | None, str | None], list[ChangedFile]] = {}
@@ -121,22 +120,36 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
 
     want_head = sorted({h for h, _ in touched if h})
     want_base = sorted({b for _, b in touched if b})
-    all_recipes = report.kit_changed
+    all_recipes = bool(report.kit_files)  # which recipes call a changed kit class is known only after analysis
     head_report = _analyse(analyze, head_side, None if all_recipes else want_head)
     base_report = _analyse(analyze, base_side, None if all_recipes else want_base)
-    report.kit_changes = kit_changes(base_report.kit, head_report.kit, path_map)
+    report.kit_changes, report.kit_classes = kit_changes(base_report.kit, head_report.kit, path_map)
+    report.kit_changed = bool(report.kit_classes)
+    if report.kit_files and not report.kit_changed:
+        report.notes.append(
+            f"{', '.join(report.kit_files)} changed outside apply_model_compile: no recipe is in scope for the kit"
+        )
     heads = {r.name: r for r in head_report.recipes}
     bases = {r.name: r for r in base_report.recipes}
 
     if report.kit_changed:
+        changed = set(report.kit_classes)
+
+        def calls_changed(r: RecipeReport | None) -> bool:
+            return r is not None and r.compile_path != "none" and bool(changed & set(r.kits) or "?" in r.kits)
+
         for r in head_report.recipes:
             old = inverse.get(r.name, r.name)
-            b = bases.get(old)
-            if r.compile_path == "kit" or (b is not None and b.compile_path == "kit"):
+            if calls_changed(r) or calls_changed(bases.get(old)):
                 touched.setdefault((r.name, old if old in bases else None), [])
         for r in base_report.recipes:
-            if r.compile_path == "kit" and r.name not in renames and r.name not in heads:
+            if calls_changed(r) and r.name not in renames and r.name not in heads:
                 touched.setdefault((None, r.name), [])
+        unknown = sorted(r.name for r in head_report.recipes if "?" in r.kits)
+        if unknown:
+            report.notes.append(
+                f"{', '.join(unknown)}: the kit class its compile calls is not known statically; in scope for any kit change"
+            )
 
     changed_lines = {f.path: set(f.lines) for f in files if f.change != "deleted"}
     base_findings: list[Finding] = list(base_report.findings)
