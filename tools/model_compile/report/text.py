@@ -71,7 +71,8 @@ def _recipe(r: RecipeSection) -> list[str]:
     if p.before is not None and p.before == p.after:
         # compile path and placement as before; what else changed (the compiled scope, a config value) follows
         out.append(
-            "  wiring: compile path and placement unchanged" + ("; changed:" if p.changes else " (nothing else changed)")
+            "  wiring: compile path and placement unchanged"
+            + ("; changed:" if p.changes else " (nothing else changed)")
         )
     elif p.before is not None or p.after is not None:
         out.append(_cut(f"  before -> after: {p.before or '-'} -> {p.after or '-'}", LONG))
