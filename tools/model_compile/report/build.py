@@ -126,6 +126,7 @@ def recipe_section(
     hard_note: str = "",
     diff: RecipeDiff | None = None,
     kit_findings: list[ReportFinding] | None = None,
+    merged: tuple[str, set[str]] | None = None,
 ) -> RecipeSection:
     """One recipe's four answers, findings (and those of the kit it calls) and verdict."""
     kit_findings = kit_findings or []
@@ -138,8 +139,8 @@ def recipe_section(
         rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds, kit_errors, ", ".join(recipe.kits))]
         if recipe_dir is not None and recipe.compile_path != "none":
             stages = touched_stages(diff) if diff is not None else None
-            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages):
-                if row.status == "not-run":
+            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
+                if row.status == "not-run" and row.reason is None:
                     row.reason = hard_note or "soft review only (add --hard)"
                 rows.append(row)
     placement = placement_section(recipe, findings)
@@ -158,6 +159,8 @@ def recipe_section(
         name=recipe.name,
         path=recipe.path,
         change=diff.status if diff is not None else None,
+        both_sides=diff.both_sides if diff is not None else False,
+        conflicts=list(diff.conflicts) if diff is not None else [],
         verdict=verdict,
         verdict_reason=reason,
         compile_path=compile_path_section(recipe),
@@ -344,6 +347,7 @@ def build_change(
                 hard_notes.get(d.name, ""),
                 diff=d,
                 kit_findings=kit_findings_of(recipe.kits, report.findings),
+                merged=(diff.merge.target, set(diff.merged_files)) if diff.merge is not None else None,
             )
         )
     _overall(report)

@@ -138,9 +138,14 @@ def _first_line(text: str | None) -> str | None:
 
 
 def planned_layers(
-    recipe_root: Path, compile_path: str | None, python: str | None = None, stages: list[str] | None = None
+    recipe_root: Path,
+    compile_path: str | None,
+    python: str | None = None,
+    stages: list[str] | None = None,
+    merged: tuple[str, set[str]] | None = None,
 ) -> list[LayerRow]:
-    """The runtime layers of a recipe, not run, each with the exact command that runs it.
+    """The runtime layers of a recipe, not run, each with the exact command that runs it (`merged`: the target and
+    the files of a merge result the review compares, where a test the checkout lacks may be).
 
     The same plan `validate --hard` runs: the options the recipe's conftest.py registers
     (opt-in switches such as `--run-smoke`, `--world-size`), in the interpreter it would choose,
@@ -181,6 +186,16 @@ def planned_layers(
                     command=head,
                     commands=commands,
                     prerequisites=prereqs,
+                )
+            )
+        elif merged is not None and rel in merged[1]:
+            # The change is reviewed as its merge: the target's copy of the test is in the result, not on disk.
+            rows.append(
+                LayerRow(
+                    name=spec.name,
+                    status="not-run",
+                    where="-",
+                    reason=f"{rel} is in the merge result (from {merged[0]}), not in this checkout: run it once merged",
                 )
             )
         else:

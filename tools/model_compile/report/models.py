@@ -147,6 +147,8 @@ class RecipeSection(BaseModel):
         description="change: added, modified, renamed, deleted, kit, or untouched (given explicitly, not touched by "
         "the change: reviewed whole)",
     )
+    both_sides: bool = Field(default=False, description="change reviewed as a merge: the target changed it too")
+    conflicts: list[str] = Field(default_factory=list, description="change reviewed as a merge: its conflicting files")
     verdict: Verdict
     verdict_reason: str
     compile_path: CompilePathSection

@@ -62,7 +62,8 @@ def _budget(m: Measure) -> str:
 
 
 def _recipe(r: RecipeSection) -> list[str]:
-    change = f" ({r.change})" if r.change else ""
+    both = f"; changed on both sides, {len(r.conflicts)} file(s) conflict" if r.both_sides else ""
+    change = f" ({r.change}{both})" if r.change else ""
     out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason, LONG)}"]
     out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}", LONG))
     p = r.placement

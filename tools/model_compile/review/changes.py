@@ -140,7 +140,7 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
     damaged clone) is left out of it and the file says why.
     """
     base_commit = repo.commit(base.commit)
-    other = None if head.is_worktree else repo.commit(head.commit)
+    other = head.treeish if head.treeish is not None else None if head.is_worktree else repo.commit(head.commit)
     if other is not None and other.hexsha == base_commit.hexsha:  # None: the working tree
         return []
     renames: dict[str, Any] = {}  # git's rename detection, unless the listing cannot afford it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 from gitdb.exc import BadName, BadObject
@@ -20,10 +21,11 @@ class Side:
     tree: GitTree | WorkTree
     rev: str
     commit: str | None  # None for the working tree
+    treeish: Any = None  # a tree that is no commit (a merge result), compared in place of `commit`
 
     @property
     def is_worktree(self) -> bool:
-        return self.commit is None
+        return self.commit is None and self.treeish is None
 
 
 def is_shallow(repo: git.Repo) -> bool:
@@ -136,7 +138,7 @@ def default_base(repo: git.Repo, head: git.Commit, head_label: str = "HEAD") -> 
     )
 
 
-def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[str]) -> git.Commit:
+def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[str]) -> tuple[git.Commit, str]:
     choice = default_base(repo, head, head_label)
     if choice.branch is None:
         raise InputError("no default branch (origin/HEAD, main, master) to compare with: pass --base REV")
@@ -150,11 +152,13 @@ def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[s
         notes.append(
             f"{head_label} is already contained in {choice.branch}: nothing between them; pass --base REV (e.g. --base HEAD~1)"
         )
-    return base
+    return base, choice.branch
 
 
-def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, Side, list[str]]:
+def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, Side, list[str], str | None]:
+    """(base, head, notes, the default branch whose merge base is the base when none was given)."""
     notes: list[str] = []
+    target = None
     try:
         _ = repo.head.commit
     except ValueError:
@@ -174,12 +178,12 @@ def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, S
         head_commit = resolve_commit(repo, head)
         head_side = Side(GitTree(head_commit), head, head_commit.hexsha)
     if base is None:
-        base_commit = _merge_base(repo, head_commit, "HEAD" if head is None else head, notes)
+        base_commit, target = _merge_base(repo, head_commit, "HEAD" if head is None else head, notes)
         base_rev = base_commit.hexsha[:12]
     else:
         base_commit = resolve_commit(repo, base)
         base_rev = base
-    return Side(GitTree(base_commit), base_rev, base_commit.hexsha), head_side, notes
+    return Side(GitTree(base_commit), base_rev, base_commit.hexsha), head_side, notes, target
 
 
 def _branch_label(repo: git.Repo) -> str:
