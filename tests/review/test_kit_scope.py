@@ -58,3 +58,17 @@ def test_the_kit_finding_fails_the_soft_layer_of_each_recipe_that_calls_it(tmp_p
     out = text(report)
     assert "wiring: unchanged" not in out and "wiring: compile path and placement unchanged; changed:" in out
     assert "change: compiled scope:" in out
+
+
+def test_markdown_and_github_name_no_path_of_this_machine(tmp_path, monkeypatch):
+    from model_compile.report.render import emit
+
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    root, _ = _kit_branch(tmp_path)
+    report = review_path(root, base="HEAD~1")
+    for fmt in ("markdown", "github"):
+        out = emit(report, fmt)
+        assert str(root) not in out and str(root.resolve()) not in out, fmt
+        assert "`model-compile validate --soft recipes/vlm`" in out
+        assert "`python -m pytest recipes/vlm/tests/" in out or "tests/test_structure.py does not exist" in out
+    assert str(root) in text(report)  # the terminal's text keeps this machine's paths

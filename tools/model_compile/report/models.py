@@ -26,6 +26,9 @@ class Scope(BaseModel):
 
     kind: Literal["change", "tree"]
     path: str = Field(description="PATH as given")
+    root: str | None = Field(
+        default=None, description="the repository root (the folder holding recipes/): Markdown names paths from it"
+    )
     base: str | None = Field(default=None, description="change: base revision (and commit)")
     head: str | None = Field(default=None, description="change: head revision ('working tree' for uncommitted files)")
     kit_changed: bool = Field(

@@ -147,6 +147,21 @@ def review_path(
     out: Path | None = None,
 ) -> ReviewReport:
     """The review report for PATH (a repository root or one recipe folder)."""
+    report = _review_path(path, base, head, hard, python, trace, out)
+    report.scope.root = str(project_root(Path(path))[0])
+    return report
+
+
+def _review_path(
+    path: Path,
+    base: str | None = None,
+    head: str | None = None,
+    hard: bool = False,
+    python: str | None = None,
+    trace: bool = False,
+    out: Path | None = None,
+) -> ReviewReport:
+    """The review report for PATH (a repository root or one recipe folder)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
