@@ -131,3 +131,19 @@ def test_a_teacher_compiled_and_kept_for_distillation_is_no_copy():
         "return model\n",
     )
     assert "MC301" not in _rules(_report(Example(body=body)))
+
+
+def test_planned_smoke_commands_switch_the_flat_form_as_it_is_spelled():
+    from model_compile.report.build import _in_form
+    from model_compile.report.models import LayerRow
+
+    row = LayerRow(
+        name="smoke",
+        status="not-run",
+        where="-",
+        command="python -m pytest t.py --config-override model.compile.enabled=true",
+        commands=["python -m pytest t.py --config-name s2 --config-override model.compile.enabled=true"],
+    )
+    flat = _in_form(row.model_copy(deep=True), "flat")
+    assert flat.command.endswith("model.compile=true") and flat.commands[0].endswith("model.compile=true")
+    assert _in_form(row.model_copy(deep=True), "section").command == row.command

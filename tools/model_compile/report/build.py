@@ -10,6 +10,7 @@ from typing import Any
 
 from model_compile import __version__
 from model_compile.findings.models import RecipeReport, Report
+from model_compile.parse.models import config_key
 from model_compile.report.hardfacts import HardFacts, planned_layers, read_hard
 from model_compile.report.models import (
     FindingStatus,
@@ -55,6 +56,19 @@ def soft_row(recipe_dir: Path, errors: int, seconds: float | None, kit_errors: i
         command=f"model-compile validate --soft {recipe_dir}",
         reason=reason,
     )
+
+
+FLAT_ON = f"{config_key('flat', 'enabled')}=true"
+SECTION_ON = f"{config_key('section', 'enabled')}=true"
+
+
+def _in_form(row: LayerRow, form: str | None) -> LayerRow:
+    """A planned command's compile switch as the recipe's config spells it: `model.compile=true` in the older flat
+    form (hard/ plans `model.compile.enabled=true`, which a bool `compile` does not take)."""
+    if form == "flat":
+        row.command = row.command.replace(SECTION_ON, FLAT_ON) if row.command else row.command
+        row.commands = [c.replace(SECTION_ON, FLAT_ON) for c in row.commands]
+    return row
 
 
 def kit_findings_of(kits: list[str], findings: list[ReportFinding]) -> list[ReportFinding]:
@@ -142,7 +156,7 @@ def recipe_section(
             for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
                 if row.status == "not-run" and row.reason is None:
                     row.reason = hard_note or "soft review only (add --hard)"
-                rows.append(row)
+                rows.append(_in_form(row, recipe.config.form))
     placement = placement_section(recipe, findings)
     if diff is not None:
         placement.before = _side(diff.before)
