@@ -51,7 +51,7 @@ def test_kit_path_without_kit_in_repo_points_to_fallbacks(tmp_path):
     before = snapshot(repo)
     code, out, err = run_generate(str(repo / RECIPE_REL), "--write")
     assert code == 2
-    assert "no MLLMModelKit" in err and "--path submodule" in err
+    assert "no model kit class (one defining apply_model_compile)" in err and "--path submodule" in err
     assert snapshot(repo) == before
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from model_compile.rules.base import Rule
 from model_compile.rules.config_intent import EnabledWithoutIntent
-from model_compile.rules.config_schema import OlderFlatCompileConfig, SchemaLacksCompile, UntypedCompileChoice
+from model_compile.rules.config_schema import (
+    ModelConfigForwardedWhole,
+    OlderFlatCompileConfig,
+    SchemaLacksCompile,
+    UntypedCompileChoice,
+)
 from model_compile.rules.config_values import CudaGraphModeUnsuited, InvalidCompileValue
 from model_compile.rules.config_wiring import ConfigNotWired, HardCodedCompileOption
 from model_compile.rules.path import (
@@ -40,6 +45,7 @@ ALL_RULES: list[type[Rule]] = sorted(
         OlderFlatCompileConfig,
         HardCodedCompileOption,
         CudaGraphModeUnsuited,
+        ModelConfigForwardedWhole,
         CompiledObjectNotReturned,
         PatchAfterCompile,
         FreezeAfterCompile,

@@ -5,11 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.parse.forwarding import model_config_forwards
 from model_compile.parse.models import FLAT_FIELDS, SchemaFacts
 from model_compile.rules.base import Example, Rule, compile_events, gate_state, step_ref
 from model_compile.rules.config_values import plain_str
 from model_compile.rules.finding import Finding
-from model_compile.rules.scaffold import FLAT_BODY, FLAT_SCHEMA, FLAT_STAGE, SCHEMA, STAGE, mark, replace_once
+from model_compile.rules.scaffold import (
+    CANONICAL_BODY,
+    FLAT_BODY,
+    FLAT_SCHEMA,
+    FLAT_STAGE,
+    SCHEMA,
+    STAGE,
+    engine_text,
+    mark,
+    replace_once,
+)
 
 NO_COMPILE_SCHEMA = replace_once(
     SCHEMA, "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
@@ -245,3 +256,101 @@ def _field_name(schema: SchemaFacts, name: str) -> str:
     if schema.form == "flat":
         return f"{schema.model_class}.{FLAT_FIELDS[name]}"
     return f"{schema.compile_class}.{name}"
+
+
+_BUILDER = """\
+from dataclasses import dataclass
+
+
+@dataclass
+class TinyConfig:
+    hidden: int = 8
+
+
+def build_tiny(config):
+    return TinyConfig(**config.model_dump())
+"""
+_BUILDER_BODY = replace_once(
+    CANONICAL_BODY,
+    "model = self.model_kit.build_model(self.config.model.path).to(self.device)\n",
+    "model = build_tiny(self.config.model)\n",
+)
+_BUILDER_ENGINE = engine_text(_BUILDER_BODY).replace(
+    "from ..model import patch_attention\n",
+    "from ..model import patch_attention\nfrom ..model.builder import build_tiny\n",
+)
+
+
+class ModelConfigForwardedWhole(Rule):
+    id = "MC209"
+    severity = "error"
+    title = "the whole model config, compile included, forwarded into a model's own config"
+    what = (
+        "Flags a constructor that receives every field of the recipe's model config (`Target(**config.model_dump())`, "
+        "`**dict(config)`, `**config`, where `config` is `self.config.model` or what prepare_model() passes it as) "
+        "while that config has a compile field and the constructor, a recipe class whose fields are known, has none."
+    )
+    why = (
+        "A dataclass or a strict model config rejects the unknown `compile` keyword: the recipe stops building its "
+        "model, with compile on and off alike, as soon as the compile section is added."
+    )
+    example = "TransformerConfig(**config.model_dump())  # config now has `compile`"
+    use_instead = 'TransformerConfig(**config.model_dump(exclude={"compile"}))'
+    fix = 'exclude the section: `config.model_dump(exclude={"compile"})` (model-compile generate writes this edit)'
+    VALID = [
+        Example(
+            engine=_BUILDER_ENGINE,
+            files={"model/builder.py": _BUILDER},
+            schema=NO_COMPILE_SCHEMA,
+            stages={"train": "engine: ExampleEngine\nmodel:\n  path: ./pretrained\n"},
+            note="no compile field yet: nothing to leak",
+        ),
+        Example(
+            engine=_BUILDER_ENGINE,
+            files={"model/builder.py": _BUILDER.replace(".model_dump()", '.model_dump(exclude={"compile"})')},
+            note="the compile section excluded",
+        ),
+        Example(
+            engine=_BUILDER_ENGINE,
+            files={
+                "model/builder.py": _BUILDER.replace("hidden: int = 8", "hidden: int = 8\n    compile: object = None")
+            },
+            note="the model's own config takes a compile field",
+        ),
+    ]
+    INVALID = [
+        Example(
+            engine=_BUILDER_ENGINE,
+            files={
+                "model/builder.py": _BUILDER.replace("**config.model_dump())", "**config.model_dump())  # <- MC209")
+            },
+            note="the builder prepare_model() calls with self.config.model dumps it whole",
+        ),
+        Example(
+            engine=_BUILDER_ENGINE,
+            files={
+                "model/builder.py": _BUILDER.replace(
+                    "**config.model_dump())", '**config.model_dump(exclude={"dropout"}))  # <- MC209'
+                )
+            },
+            note="another field excluded, not compile (near miss)",
+        ),
+    ]
+
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
+        if ctx.config.form is None:
+            return  # no compile field to leak
+        engines = [p for p in ctx.modules if p.startswith(ctx.loc.rel("engine/"))]
+        for f in model_config_forwards(ctx.modules, engines):
+            if f.excludes_compile or f.target_fields is None or "compile" in f.target_fields:
+                continue
+            field = "the compile section" if ctx.config.form == "section" else "`compile` and its flat choices"
+            yield self.finding(
+                ctx,
+                f.file,
+                f.line,
+                f"`{f.call}` passes every field of the model config, {field} included, into {f.target}, whose fields "
+                f"({', '.join(f.target_fields[:4])}{', ...' if len(f.target_fields) > 4 else ''}) have no `compile`: "
+                "the model does not build, with compile on or off",
+                subject=f"forward model config into {f.target}",
+            )

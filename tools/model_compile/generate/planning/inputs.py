@@ -3,6 +3,8 @@ calls and what that kit compiles, the stage the commands run, and the recipe tes
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -39,10 +41,76 @@ def run_stage(
     return enabled[0], stage_options(text.test_options, enabled[0], world_size(facts[enabled[0]]))
 
 
-def kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:
-    """The kit class the engine calls: the one generate adds, else the repository's model kit."""
-    name = added[1] if added else locate.KIT_CLASS
-    return next((k for k in kits if k.class_name == name), kits[0] if kits else None)
+def kit_of(kits: list[KitFacts], name: str | None) -> KitFacts | None:
+    """The kit class the engine calls (the one generate adds, or the recipe's own); None when unknown."""
+    return next((k for k in kits if k.class_name == name), None) if name else None
+
+
+@dataclass
+class KitChoice:
+    """The kit class generate wires a recipe through, where it is imported from, and why that one."""
+
+    found: locate.KitImport
+    why: str
+
+
+_KIND_NAMES = {
+    "text": re.compile(r"(?<![MV])LLM|Text|Language", re.I),
+    "vision-language": re.compile(r"MLLM|VLM|Multi", re.I),
+}
+
+
+def choose_kit(files: locate.RecipeFiles, kits: list[KitFacts]) -> KitChoice | None:
+    """The kit class the recipe's model needs, as its sibling recipes choose: the class the siblings with the same
+    kind of model (text, vision-language) call, else the class whose name says that kind, else the model kit."""
+    kind, why = locate.model_kind(files)
+    names = [k.class_name for k in kits]
+    siblings: dict[str, list[str]] = {}
+    recipes = files.root / "recipes"
+    for other in sorted(p for p in recipes.iterdir() if p.is_dir()) if recipes.is_dir() else []:
+        if other.resolve() == files.recipe.resolve():
+            continue
+        try:
+            sibling = locate.find_recipe_files(other)
+        except InputError:
+            continue
+        called = set(_KIT_INSTANCE.findall("\n".join(locate.read_text(p) for p in sibling.engines)))
+        if locate.model_kind(sibling)[0] == kind:
+            for name in sorted(called & set(names)):
+                siblings.setdefault(name, []).append(other.name)
+    ranked: list[tuple[str, str]] = [
+        (
+            name,
+            f"as {', '.join(used)} ({kind} model{'s' if len(used) > 1 else ''}) call{'s' if len(used) == 1 else ''} it",
+        )
+        for name, used in sorted(siblings.items(), key=lambda kv: -len(kv[1]))
+    ]
+    ranked += [
+        (n, f"its name fits a {kind} model") for n in names if kind in _KIND_NAMES and _KIND_NAMES[kind].search(n)
+    ]
+    ranked += [(locate.KIT_CLASS, "the repository's model kit")] if locate.KIT_CLASS in names else []
+    ranked += [(n, "the repository's kit") for n in names]
+    for name, because in ranked:
+        found = locate.find_kit_import(files.root, name)
+        if found is not None:
+            return KitChoice(found, f"{name}: {because}; the recipe's model: {kind} ({why})")
+    return None
+
+
+_KIT_INSTANCE = re.compile(r"self\.\w+\s*=\s*(\w+)\(")
+
+
+def present_regions(kits: list[KitFacts], model_var: str, layout: locate.ModelLayout | None) -> list[KitFacts]:
+    """The kits with only the regions they disable that this model may have (a text model has no vision tower)."""
+    out = []
+    for kit in kits:
+        keep = []
+        for region in kit.disables:
+            rel = region[len(kit.model_param) + 1 :] if region.startswith(kit.model_param + ".") else region
+            if layout is None or layout.has(rel) is not False or region not in kit.found_by:
+                keep.append(region)
+        out.append(kit.model_copy(update={"disables": keep}))
+    return out
 
 
 def kit_scope(

@@ -18,11 +18,14 @@ from model_compile.generate.edits.schema_edit import edit_schema
 from model_compile.generate.edits.snippets import Renderer
 from model_compile.generate.edits.yaml_edit import edit_stage
 from model_compile.generate.planning import guard, locate
+from model_compile.generate.planning.forwarding import exclude_compile
 from model_compile.generate.planning.inputs import (
+    choose_kit,
     compile_class,
     kit_of,
     kit_scope,
     missing_parity_hooks,
+    present_regions,
     recipe_ledgers,
     recipe_report,
     recipe_tests_context,
@@ -156,12 +159,14 @@ def build_plan(opts: Options) -> Plan:
         kit_init = kit_attr_stmt = None
         kit_import = None
         if opts.path == "kit" and kit_attr is None:
-            found = locate.find_kit_import(files.root)
-            if found is None:
+            picked = choose_kit(files, kits)
+            if picked is None:
                 raise InputError(
-                    f"no {locate.KIT_CLASS} class in the repository at {files.root}; "
+                    f"no model kit class (one defining apply_model_compile) in the repository at {files.root}; "
                     "use a fallback: --path submodule|graph-break|regional|post-wrap --reason TEXT"
                 )
+            found = picked.found
+            plan.notes.append(f"kit class: {picked.why}")
             kit_attr = "self.model_kit"
             kit_import = (found.module, found.name)
             base = conventions.base_init(files.root, path, fx.class_name)
@@ -221,6 +226,20 @@ def build_plan(opts: Options) -> Plan:
     plan.notes.extend(res.notes)
     plan.changes.append(FileChange(files.schema, files.rel(files.schema), schema_text, res.code))
 
+    # a builder that spreads the whole model config into the model's own config must not hand it `compile`
+    so_far = {c.rel: c for c in plan.changes}
+    edits, notes = exclude_compile(
+        files.root,
+        files.rel(files.recipe),
+        lambda rel: so_far[rel].new if rel in so_far else _read(files.root / rel),
+    )
+    plan.notes.extend(notes)
+    for rel, text in edits.items():
+        if rel in so_far:
+            so_far[rel].new = text
+        else:
+            plan.changes.append(FileChange(files.root / rel, rel, _read(files.root / rel), text))
+
     # the recipe's missing base tests (and the conftest.py its new smoke test takes options from)
     root_class = root_config_class(schema_text, first.config_class)
     stage_path = next((p for p in files.stages if p.stem == stage_name), None)
@@ -253,10 +272,20 @@ def build_plan(opts: Options) -> Plan:
         for lg in lgs.values()
         for e in lg.of("patch")
     ]
+    # the kit class this recipe calls (the one added, or its own): only its regions are the recipe's
+    called = kit_import[1] if kit_import else (report.kits[0] if report is not None and report.kits else None)
+    layout = locate.model_layout(files)
     if opts.path == "kit":
-        scope = kit_scope(model_var, kit_of(kits, kit_import), locate.model_layout(files), list(dict.fromkeys(patches)))
+        scope = kit_scope(model_var, kit_of(kits, called), layout, list(dict.fromkeys(patches)))
     else:
-        scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
+        recipe_kits = [k for k in kits if k.class_name == called]
+        scope = planned_scope(
+            opts.path,
+            readme_target,
+            model_var,
+            list(dict.fromkeys(patches)),
+            present_regions(recipe_kits, model_var, layout),
+        )
     declared = report.config.schema_.fields.get("enabled") if report is not None else None
     # the schema's own default when it declares `enabled` already; else the one generate writes (false)
     default = declared.default_text if declared is not None and declared.present and declared.default_text else "False"
@@ -271,6 +300,7 @@ def build_plan(opts: Options) -> Plan:
             eager=scope.eager,
             commands=commands,
             enabled_default=default,
+            line_length=repo_text.line_length,
         ),
     )
     if new != old:
