@@ -86,7 +86,7 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
                 where=(layer.get("where") or layer.get("label") or "-") if started else "-",
                 duration_s=layer.get("duration_s") if started else None,
                 command=command,
-                reason=_first_line(layer.get("reason")),
+                reason=_first_line(layer.get("reason")) or _skips(status, layer.get("counts")),
                 started=started,
                 commands=elsewhere,
                 prerequisites=list(layer.get("prerequisites") or []) if not ran else [],
@@ -128,6 +128,14 @@ def _torch_note(data: dict[str, Any], rows: list[LayerRow]) -> str | None:
 
 
 _STATUSES = {"passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached"}
+
+
+def _skips(status: str, counts: dict[str, Any] | None) -> str | None:
+    """A passed layer that skipped some tests says so: `2 passed, 1 skipped: <the first skip's reason>`."""
+    if status != "passed" or not counts or not counts.get("skipped"):
+        return None
+    why = (counts.get("skip_reasons") or [""])[0]
+    return f"{counts.get('passed', 0)} passed, {counts['skipped']} skipped" + (f": {why}" if why else "")
 
 
 def _first_line(text: str | None) -> str | None:

@@ -32,7 +32,7 @@ def _finding(f: ReportFinding) -> str:
 
 def _layer(row: LayerRow, width: int) -> str:
     where = row.where if row.duration_s is None else f"{row.where} ({row.duration_s:.2f} s)"
-    why = f"  {' '.join(row.reason.split())}" if row.reason and row.status != "passed" else ""
+    why = f"  {' '.join(row.reason.split())}" if row.reason else ""  # a passed layer's reason: what it skipped
     line = f"    {row.name:<{width}}  {row.status:<11} {where}{why}"
     return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
 
