@@ -192,6 +192,13 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
     path = report.compile_path if report is not None else "none"
     texts = {s: guard.read_source(by_name[s], files.rel(by_name[s]), None, None) for s in asked}
     facts = {s: stage_facts(texts[s], files.rel(by_name[s]), s) for s in asked}
+    flat = [s for s in asked if facts[s].form == "flat"]
+    if flat:
+        raise InputError(
+            f"{files.rel(files.recipe)}: stage {', '.join(flat)} sets the older flat `model.compile: <bool>` (MC206); "
+            "--enable/--disable edit the `model.compile` section only: migrate the recipe first, or set "
+            "`compile: true` with `# model-compile: enabled - <reason>` by hand"
+        )
     lacking = [s for s in asked if not facts[s].has_compile]
     if path == "none" or lacking:
         what = (
