@@ -118,6 +118,28 @@ def _module_graph() -> dict[str, set[str]]:
     return graph
 
 
+def test_no_import_cycle_between_modules():
+    graph = _module_graph()
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, stack: list[str]) -> bool:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle.extend(stack[stack.index(nxt) :] + [node, nxt] if nxt in stack else [node, nxt])
+                return True
+            if state.get(nxt) is None and visit(nxt, stack + [node]):
+                return True
+        state[node] = 2
+        return False
+
+    for module in sorted(graph):
+        if state.get(module) is None and visit(module, []):
+            break
+    assert not cycle, " -> ".join(cycle)
+
+
 # The rooms of hard/, lowest first: its shared models, the repository's environment, the rehearsal, the layer
 # pipeline (which runs the rehearsal as one of its layers).
 HARD_ROOMS = ["shared", "env", "rehearsal", "layers"]
@@ -148,3 +170,18 @@ def test_no_folder_holds_more_than_twelve_modules():
         if len(modules) > 12:
             crowded.append(f"{folder.relative_to(PACKAGE)}: {len(modules)} modules")
     assert not crowded, "\n".join(crowded)
+
+
+def test_no_module_is_over_450_lines():
+    long = [
+        f"{p.relative_to(PACKAGE)}: {n} lines"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450
+    ]
+    assert not long, "split along its seams:\n" + "\n".join(long)
+
+
+def test_only_tests_are_named_like_tests():
+    """A product module named test_* is collected, edited and read as a test."""
+    named = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("test_*.py")]
+    assert not named, named

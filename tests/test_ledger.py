@@ -206,6 +206,7 @@ def test_events_pickle_and_validate_as_the_contract_says():
         "branches": [Branch(node="recipes/r/engine/e.py:5", arm="loop")],
         "model_identity": 3,
         "replaces_model": True,
+        "kept_as": "self.teacher_model",
     }
     assert [f.name for f in dataclasses.fields(Event)] == list(values)  # a new field: add it above and to __reduce__
     event = Event(**values)

@@ -237,13 +237,13 @@ def test_the_readme_commands_run_the_stage_that_enables_compile(wired):
     _shard_stage2_with_a_smoke_test(wired)
     code, out, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
     assert code == 0, err
-    assert "set `model.compile.enabled` to `true` in `recipes/toy_vlm/configs/train.yaml`" in out  # none enabled
+    assert "model-compile generate recipes/toy_vlm --enable train --reason" in out  # none enabled: the first stage
     assert run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--reason", REASON, "--write")[0] == 0
     _commit(wired)
     code, out, err = run_generate(str(wired / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON)
     assert code == 0, err
-    assert "`recipes/toy_vlm/configs/stage2.yaml`" in out
-    assert (
-        "+python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 --world-size 8 "
-        "--config-override model.compile.enabled=true" in out
+    assert "model-compile generate recipes/toy_vlm --enable stage2 --reason" in out
+    assert (  # within the repository's line length: a `\` continuation, an option and its value together
+        "+python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 \\\n"
+        "+  --world-size 8 --config-override model.compile.enabled=true" in out
     )

@@ -12,7 +12,7 @@ import pytest
 from gen_helpers import REASON, RECIPE_REL, make_repo, run_generate, snapshot
 
 from model_compile.errors import InputError
-from model_compile.generate.edits.test_files import merge_asserts, undefined_globals
+from model_compile.generate.edits.recipe_test_files import merge_asserts, undefined_globals
 from model_compile.generate.style.repo_style import read_style
 from model_compile.recipe_tests import default_context, render_recipe_tests
 

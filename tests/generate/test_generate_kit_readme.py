@@ -5,7 +5,7 @@ from __future__ import annotations
 from gen_helpers import RECIPE_REL, run_generate
 
 from model_compile.generate.planning import locate
-from model_compile.generate.planning.plan import kit_scope
+from model_compile.generate.planning.inputs import kit_scope
 from model_compile.ledger.repo import KitFacts
 
 GUARDED = KitFacts(

@@ -51,7 +51,7 @@ def test_kit_path_without_kit_in_repo_points_to_fallbacks(tmp_path):
     before = snapshot(repo)
     code, out, err = run_generate(str(repo / RECIPE_REL), "--write")
     assert code == 2
-    assert "no MLLMModelKit" in err and "--path submodule" in err
+    assert "no model kit class (one defining apply_model_compile)" in err and "--path submodule" in err
     assert snapshot(repo) == before
 
 
@@ -119,3 +119,14 @@ def test_parity_test_needs_no_testing_module(tmp_path):
     skill = repo / RECIPE_REL / "tests" / "skills" / "model-compile"
     assert (skill / "asserts.py").is_file() and (skill / "test_compile_parity.py").is_file()
     assert 'TARGET_PATTERNS = ["model.language_model.layers.*"]' in (skill / "asserts.py").read_text()
+
+
+def test_enable_on_an_older_flat_form_stage_is_refused_with_why(tmp_path):
+    repo = make_repo(tmp_path, "none_return", use_git=False)
+    stage = repo / RECIPE_REL / "configs" / "train.yaml"
+    stage.write_text(stage.read_text().replace("  freeze_vit: true\n", "  freeze_vit: true\n  compile: false\n"))
+    before = snapshot(repo)
+    code, out, err = run_generate(str(repo / RECIPE_REL), "--enable", "train", "--reason", "try it on the toy")
+    assert code == 2 and err.count("\n") == 1
+    assert "stage train sets the older flat `model.compile: <bool>` (MC206)" in err
+    assert snapshot(repo) == before

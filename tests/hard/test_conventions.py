@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_compile.hard.layers.plan import plan
-from model_compile.parse import test_options as conventions
+from model_compile.parse import recipe_test_options as conventions
 
 OPT_IN_CONFTEST = """
 import pytest

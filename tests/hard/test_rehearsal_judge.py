@@ -11,7 +11,7 @@ import pytest
 from model_compile.analyze import analyze_path
 from model_compile.hard.env.proc import RankResult
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal import judge
+from model_compile.hard.rehearsal import judge, sites
 from model_compile.hard.rehearsal.plan import plan
 from model_compile.hard.rehearsal.render import readable_guard, summary_lines, text
 from model_compile.hard.rehearsal.run import to_layer
@@ -213,7 +213,7 @@ def test_readable_guards() -> None:
     ],
 )
 def test_graph_break_sites_name_user_and_library_code(where: str, name: str) -> None:
-    assert judge.site_name(where, Path("/repo")) == name
+    assert sites.site_name(where, Path("/repo")) == name
 
 
 def test_graph_break_counts_come_from_rank_zeros_trace(tmp_path: Path) -> None:
@@ -224,8 +224,8 @@ def test_graph_break_counts_come_from_rank_zeros_trace(tmp_path: Path) -> None:
     for rank, n in ((0, 3), (1, 5)):
         lines = "".join(f"V1202 00:00:00.0 1 f.py:1] {json.dumps(record)}\n{payload}" for _ in range(n))
         (trace / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(lines)
-    sites, _ = judge.read_trace(trace, Path("/repo"))
-    assert sum(s.count for s in sites) == 3 and {s.site for s in sites} == {"recipes/x/m.py:241"}
+    found, _ = sites.read_trace(trace, Path("/repo"))
+    assert sum(s.count for s in found) == 3 and {s.site for s in found} == {"recipes/x/m.py:241"}
 
 
 def test_the_layer_row_needs_the_rerun_command_when_it_did_not_pass() -> None:

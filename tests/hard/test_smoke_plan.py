@@ -12,7 +12,7 @@ from model_compile.hard import stages as stageplan
 from model_compile.hard.layers.plan import plan
 from model_compile.hard.layers.refusal import smoke_refusal
 from model_compile.hard.layers.runner import validate_hard
-from model_compile.parse import test_options
+from model_compile.parse import recipe_test_options
 from model_compile.report.hardfacts import planned_layers
 from model_compile.report.run import review_path
 
@@ -61,7 +61,7 @@ def test_world_size_follows_the_mesh(mesh: dict[str, int], default: int | None, 
 
 def test_one_smoke_command_per_compile_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    conv = test_options.read(RECIPE, REPO)
+    conv = recipe_test_options.read(RECIPE, REPO)
     smoke = next(s for s in plan(RECIPE, None, None, [], "kit", conv, 0, REPO) if s.name == "smoke")
     assert [r.name for r in smoke.stage_runs] == ["big"]  # compile on in big.yaml; train keeps it off
     assert smoke.accelerator_runs == [

@@ -25,3 +25,26 @@ def test_a_review_of_a_run_on_another_torch_says_so(tmp_path: Path) -> None:
         u.startswith(f"torch {used} ran these checks, but the repository pins torch==2.8.0")
         for u in section.performance.unvalidated
     )
+
+
+def test_a_structure_layer_that_skipped_tests_says_so():
+    from model_compile.report.hardfacts import read_hard
+
+    hard = {
+        "environment": {"label": "cpu-only", "cpu_only": True},
+        "layers": [
+            {
+                "name": "structure",
+                "status": "passed",
+                "counts": {
+                    "tests": 3,
+                    "passed": 2,
+                    "skipped": 1,
+                    "skip_reasons": ["test_engine_structure: model-compile is not importable here"],
+                },
+            }
+        ],
+    }
+    (row,) = read_hard(hard).layers
+    assert row.status == "passed"
+    assert row.reason == "2 passed, 1 skipped: test_engine_structure: model-compile is not importable here"

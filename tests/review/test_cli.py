@@ -35,7 +35,7 @@ def test_json_contract_and_exit_1_on_new_error(tmp_path, capsys):
     assert rc == 1
     for key in ("tool", "version", "base", "head", "recipes", "new", "fixed", "unchanged"):
         assert key in out
-    assert out["head"] == {"rev": "working tree", "commit": None}
+    assert out["head"] == {"rev": "working tree", "commit": None, "tree": None}
     (f,) = out["new"]
     assert (f["file"], f["line"], f["side"], f["on_changed_line"]) == (
         "recipes/vlm/engine/vlm_engine.py",

@@ -176,15 +176,49 @@ def test_added_and_deleted_recipes(tmp_path):
     assert status == {"toy": "deleted", "newr": "added"}
 
 
-def test_kit_change_reaches_every_kit_recipe(tmp_path):
+def test_kit_change_reaches_the_recipes_that_call_the_changed_class(tmp_path):
     root = _repo(tmp_path)
     c0 = git(root, "rev-parse", "HEAD")
     kit = root / "pkg/kit/mllm/model.py"
     kit.write_text(kit.read_text().replace("model.compile(", "model = torch.compile(model, "))
     c1 = commit(root, "kit")
-    rep = review(root, base=c0, head=c1, analyze=fake_analyze)
-    assert rep.kit_changed and rep.kit_files == ["pkg/kit/mllm/model.py"]
+    rep = review(root, base=c0, head=c1)
+    assert rep.kit_changed and rep.kit_files == ["pkg/kit/mllm/model.py"] and rep.kit_classes == ["MLLMModelKit"]
     assert [(d.name, d.status) for d in rep.recipes] == [("vlm", "kit")]  # toy has no kit compile
+
+
+def test_a_change_to_one_kit_class_leaves_the_recipes_of_another_out(tmp_path):
+    files = base_files()
+    files["pkg/kit/llm/model.py"] = files["pkg/kit/mllm/model.py"].replace("class MLLMModelKit", "class LLMModelKit")
+    files.update(recipe_files("vlm"))
+    text = recipe_files("lm")
+    files.update(
+        {
+            p: t.replace("pkg.kit.mllm.model import MLLMModelKit", "pkg.kit.llm.model import LLMModelKit").replace(
+                "MLLMModelKit()", "LLMModelKit()"
+            )
+            for p, t in text.items()
+        }
+    )
+    root = init_repo(tmp_path / "repo", files)
+    c0 = git(root, "rev-parse", "HEAD")
+    kit = root / "pkg/kit/mllm/model.py"
+    kit.write_text(kit.read_text().replace("model.compile(", "model = torch.compile(model, "))
+    c1 = commit(root, "kit")
+    rep = review(root, base=c0, head=c1)
+    assert rep.kit_classes == ["MLLMModelKit"]
+    assert [d.name for d in rep.recipes] == ["vlm"]  # lm calls LLMModelKit, which the change does not touch
+
+
+def test_a_kit_file_changed_outside_its_compile_scopes_no_recipe(tmp_path):
+    root = _repo(tmp_path)
+    c0 = git(root, "rev-parse", "HEAD")
+    kit = root / "pkg/kit/mllm/model.py"
+    kit.write_text(kit.read_text() + "\n\ndef unrelated():\n    return 1\n")
+    c1 = commit(root, "kit helper")
+    rep = review(root, base=c0, head=c1)
+    assert not rep.kit_changed and rep.recipes == []
+    assert any("changed outside apply_model_compile" in n for n in rep.notes)
 
 
 def test_binary_file_is_listed_not_read_as_text(tmp_path):

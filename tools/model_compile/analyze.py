@@ -21,7 +21,7 @@ from model_compile.findings.selection import apply_severity, apply_suppressions,
 from model_compile.ledger.compiled_scope import compiled_scope
 from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
-from model_compile.ledger.summary import compile_path, compiled_targets, placement
+from model_compile.ledger.summary import called_kits, compile_path, compiled_targets, placement
 from model_compile.parse.python import quiet_parsing
 from model_compile.rules.base import Rule
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
@@ -46,6 +46,7 @@ def review_context(
         compile_path=compile_path(ctx),  # type: ignore[arg-type]
         compiled_target=compiled_targets(ctx),
         placement=placement(ctx),
+        kits=called_kits(ctx),
         scope=compiled_scope(ctx.ledgers, ctx.repo.kit, {p: m.text for p, m in ctx.modules.items()}),
         ledger=ctx.ledgers,
         config=ctx.config,
@@ -91,7 +92,6 @@ def analyze_tree(
     facts = repo_facts(source)
     settings = settings if settings is not None else _settings(source)
     rules = selected_rules(settings)
-    selected = {r.id for r in rules}
     report = Report(version=__version__, root=root_label, kit=facts.kit)
 
     def review_all(chunk: Sequence[RecipeLocation]) -> list[RecipeReport]:
@@ -105,20 +105,9 @@ def analyze_tree(
     jobs = job_count(len(locations), MIN_RECIPES_PER_JOB) if fork_safe(tree) else 1
     with _without_cycle_collection(), quiet_parsing():  # forked workers inherit both
         report.recipes = map_chunks(review_all, split(locations, chunk_count(len(locations), jobs)), jobs)
-    for kit in facts.kit:
-        if not kit.in_place and "MC103" in selected:
-            report.findings.append(
-                Finding(
-                    rule="MC103",
-                    severity="error",
-                    file=kit.file,
-                    line=kit.line,
-                    message=f"{kit.class_name}.apply_model_compile does not compile in place: keys gain `_orig_mod.` in every kit recipe",
-                    fix="use module.compile(backend=backend, mode=mode) inside the kit",
-                    code=f"def apply_model_compile  # {kit.class_name}",
-                    subject=f"kit {kit.class_name}.apply_model_compile",
-                )
-            )
+    for rule in rules:  # the shared kit's findings, once for the repository
+        for kit in facts.kit:
+            report.findings.extend(rule().check_kit(kit, facts))
     report.findings = apply_severity(report.findings, settings)
     return report
 
@@ -200,9 +189,8 @@ def analyze_path(path: Path, recipe: str | None = None, overlay: dict[Path, str]
     if not find_recipes(tree):
         raise InputError(f"{path}: no recipes found (expected recipes/<name>/ or a folder with engine/ and configs/)")
     repo_root = repo_root_of(path)
-    repo_tree = (
-        _RelTree(DiskTree(repo_root, max_file_bytes=max_bytes), path.resolve(), repo_root) if repo_root else None
-    )
+    # The shared kit is read from the repository root: its findings name repository-relative paths.
+    repo_tree = DiskTree(repo_root, max_file_bytes=max_bytes) if repo_root else None
     return analyze_tree(
         tree, None, repo_tree=repo_tree, root_label=str(path), single_name=path.resolve().name, settings=settings
     )
@@ -219,19 +207,3 @@ def review_recipe(recipe_dir: Path | str, overlay: dict[Path, str] | None = None
     recipe = report.recipes[0]
     recipe.findings = report.findings + recipe.findings  # kit findings affect this recipe too
     return recipe
-
-
-class _RelTree:
-    """A repository tree whose paths are reported relative to a recipe folder."""
-
-    def __init__(self, tree: DiskTree, recipe_dir: Path, repo_root: Path):
-        self._tree = tree
-        self._prefix = Path(*[".."] * len(recipe_dir.relative_to(repo_root).parts)).as_posix()
-
-    def files(self) -> list[str]:
-        return [f"{self._prefix}/{f}" if not f.startswith("recipes/") else f for f in self._tree.files()]
-
-    def read_bytes(self, path: str) -> bytes | None:
-        if path.startswith(self._prefix + "/"):
-            path = path[len(self._prefix) + 1 :]
-        return self._tree.read_bytes(path)

@@ -19,6 +19,8 @@ Severity = Literal["error", "warning", "info"]
 
 BACKENDS = ("inductor", "aot_eager", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# Modes that turn on CUDA graphs (torch._inductor.list_mode_options: triton.cudagraphs).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 # A recipe-local compile documented as one of these is a fallback path.
 FallbackKind = Literal["submodule", "graph-break", "post-wrap", "regional"]

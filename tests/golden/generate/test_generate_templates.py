@@ -62,6 +62,7 @@ CASES = {
         "test_command": "python -m pytest recipes/toy/tests/test_smoke.py -q --run-smoke --config-override model.compile.enabled=true",
         "tests_note": "",
         "stage_file": "recipes/toy/configs/train.yaml",
+        "enable_command": 'model-compile generate recipes/toy --enable train --reason "<why compile is on in this stage>" --write',
         "enabled_default": "False",
     },
 }

@@ -20,6 +20,10 @@ class RecipeReport(BaseModel):
     compile_path: CompilePath = "none"
     compiled_target: list[str] = Field(default_factory=list)
     placement: str = Field(default="", description="one line: where compile sits among the steps")
+    kits: list[str] = Field(
+        default_factory=list,
+        description="kit classes whose apply_model_compile its compile calls (`?`: a receiver whose class is not known)",
+    )
     scope: CompiledScope = Field(
         default_factory=CompiledScope, description="what compile covers in module terms, and what stays eager"
     )

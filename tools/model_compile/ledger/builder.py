@@ -33,6 +33,7 @@ from model_compile.ledger.aliases import (
     target_names,
     truth_of,
 )
+from model_compile.ledger.calls import calls_in_order, first_arg, looks_like_function
 from model_compile.ledger.classify import classify_call, is_graph_break_decorator
 from model_compile.ledger.models import Branch, Event, EventKind, Ledger
 from model_compile.parse.python import PyModule, dotted, unparse
@@ -242,8 +243,7 @@ class LedgerBuilder:
         if value is None:
             return
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        stored_into = [t for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))]
-        self._expr(value, frame, ctx, result_kept=True, stored_into=stored_into)
+        self._expr(value, frame, ctx, result_kept=True, stored_into=targets)
         for target in targets:
             self._statement_events(target, value, frame, ctx)
         if isinstance(stmt, ast.AugAssign):
@@ -284,7 +284,7 @@ class LedgerBuilder:
         self, expr: ast.expr, frame: Frame, ctx: Ctx, result_kept: bool = False, stored_into: Sequence[ast.expr] = ()
     ) -> None:
         """Record the calls of an expression in evaluation order."""
-        for call, kept in _calls_in_order(expr, result_kept):
+        for call, kept in calls_in_order(expr, result_kept):
             self._call(call, frame, ctx, kept, stored_into if call is expr else ())
 
     # -- calls -------------------------------------------------------------
@@ -305,24 +305,26 @@ class LedgerBuilder:
             style = facts.get("style")
             if facts.get("kit"):
                 extra["compile_style"] = "kit"
-                target = _first_arg(call, "model")
+                target = first_arg(call, "model")
             elif style == "inplace":
                 assert isinstance(call.func, ast.Attribute)  # classify_call: `<module>.compile(...)`
                 extra["compile_style"] = "inplace"
                 target = call.func.value
             else:
-                target = _first_arg(call, "model")
-                if target is not None and _looks_like_function(target):
+                target = first_arg(call, "model")
+                if target is not None and looks_like_function(target):
                     extra["compile_style"] = "function"
                     target = target.value if isinstance(target, ast.Attribute) and target.attr == "forward" else target
                 else:
                     extra["compile_style"] = "wrapper"
                     extra["replaces_model"] = bool(kept or stored_into)
+            if stored_into:  # `x = <compile>(...)`: where the result is kept
+                extra["kept_as"] = self.text(stored_into[0], frame)
             extra["arguments"] = {k.arg: self.text(k.value, frame) for k in call.keywords if k.arg}
             self._event(kind, call, frame, ctx, target_expr=target, kit=bool(facts.get("kit")), **extra)
             return
         if kind == "graph_break":
-            target = _first_arg(call, "fn")
+            target = first_arg(call, "fn")
             if isinstance(target, ast.Attribute) and target.attr == "forward":
                 target = target.value
             self._event(kind, call, frame, ctx, target_expr=target)
@@ -331,7 +333,7 @@ class LedgerBuilder:
             recv = call.func.value if isinstance(call.func, ast.Attribute) else None
             if kind == "upcast" and recv is not None and is_new_object(recv):
                 return  # build(...).to(dtype=...) is part of the build
-        target = None if kind == "build" else _first_arg(call, "model")
+        target = None if kind == "build" else first_arg(call, "model")
         if target is not None and dotted(target) is None and not isinstance(target, ast.Subscript):
             target = None  # `x.requires_grad_(False)`: the constant is not what is acted on
         if target is None and kind != "build" and isinstance(call.func, ast.Attribute):
@@ -405,71 +407,3 @@ class LedgerBuilder:
                 **extra,
             )
         )
-
-
-def _first_arg(call: ast.Call, keyword: str) -> ast.expr | None:
-    if call.args:
-        return call.args[0]
-    for kw in call.keywords:
-        if kw.arg == keyword:
-            return kw.value
-    return None
-
-
-def _looks_like_function(expr: ast.expr) -> bool:
-    if isinstance(expr, ast.Attribute) and expr.attr in ("forward", "__call__"):
-        return True
-    if isinstance(expr, ast.Lambda):
-        return True
-    return False
-
-
-# Nodes with no call beneath them, by exact type (parsed trees hold no subclasses of these).
-_LEAVES = frozenset(
-    {ast.Name, ast.Constant}
-    | {
-        c
-        for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
-        for c in base.__subclasses__()
-    }
-)
-_SCOPES = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
-_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
-
-
-def _calls_in_order(expr: ast.expr, kept: bool) -> list[tuple[ast.Call, bool]]:
-    """Calls of an expression in evaluation order (inner first), with whether
-    each call's result is used (passed on, assigned, returned)."""
-    out: list[tuple[ast.Call, bool]] = []
-    _visit_calls(expr, kept, out)
-    return out
-
-
-def _visit_calls(node: ast.AST, used: bool, out: list[tuple[ast.Call, bool]]) -> None:
-    """A module-level function, not a closure: a closure that calls itself is a reference cycle."""
-    kind = type(node)
-    while kind is ast.Attribute:  # `a.b.c`: only the innermost value can hold a call
-        node = node.value  # type: ignore[attr-defined]
-        kind = type(node)
-    if kind in _LEAVES:
-        return
-    if kind is ast.Call:
-        call: ast.Call = node  # type: ignore[assignment]
-        _visit_calls(call.func, True, out)
-        for arg in call.args:
-            _visit_calls(arg, True, out)
-        for kw in call.keywords:
-            _visit_calls(kw.value, True, out)
-        out.append((call, used))
-        return
-    if kind in _SCOPES:
-        return
-    if kind in _COMPREHENSIONS:
-        for gen in node.generators:  # type: ignore[attr-defined]
-            _visit_calls(gen.iter, True, out)
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.comprehension):
-                _visit_calls(child, False, out)
-        return
-    for child in ast.iter_child_nodes(node):
-        _visit_calls(child, used, out)

@@ -79,6 +79,9 @@ class Event:
     replaces_model: Annotated[
         bool, Field(description="wrapper compile whose result is kept as the model or stored into it")
     ] = False
+    kept_as: Annotated[
+        str | None, Field(description="compile: the name its result is assigned to (`self.teacher_model`), if any")
+    ] = None
 
     def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
         """Pickled as its fields in order (forked workers send thousands): the dataclass's own state is slower."""
@@ -98,6 +101,7 @@ class Event:
             self.branches,
             self.model_identity,
             self.replaces_model,
+            self.kept_as,
         )
 
 

@@ -4,6 +4,8 @@ whether the repository's wrapper shards block by block (FSDP2)."""
 from __future__ import annotations
 
 import ast
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -29,14 +31,52 @@ class KitFacts(BaseModel):
     model_param: str = Field(
         default="model", description="the name of its model parameter (what `disables` start with)"
     )
+    end_line: int = Field(default=0, description="last line of the method")
+    call_line: int | None = Field(default=None, description="line of its compile call (`torch.compile`, `.compile`)")
+    call: str = Field(default="", description="its compile call, one line of source")
+    options: dict[str, str] = Field(
+        default_factory=dict, description="keyword arguments of its compile call, as source text"
+    )
+    params: list[str] = Field(default_factory=list, description="the method's parameters (self excluded)")
+    digest: str = Field(default="", description="hash of the method's code (comments and layout excluded)")
+
+
+@dataclass(frozen=True)
+class KeyReader:
+    """A place in the shared code that reads a model's parameter names: a save, an unwrap, a DCP state dict."""
+
+    kind: str  # "module-save": `<x>.module.state_dict()`; "unwrap": `getattr(x, "_orig_mod", x)`; "dcp"
+    file: str
+    line: int
+    text: str
 
 
 @dataclass
 class RepoFacts:
-    """Repository-wide facts: the kit's compile and wrappers that shard per block."""
+    """Repository-wide facts: the kit's compile, wrappers that shard per block, code that reads parameter names."""
 
     kit: list[KitFacts] = field(default_factory=list)
     per_block_wrappers: set[str] = field(default_factory=set)
+    key_readers: list[KeyReader] = field(default_factory=list)
+
+
+# What reads the names an OptimizedModule prefixes with `_orig_mod.`: a DDP-style save of the wrapped module's
+# state_dict, an unwrap that looks at the outermost module only, and DCP's get_model_state_dict (which drops it).
+_READERS = (
+    ("module-save", re.compile(r"\.module\.state_dict\(\s*\)")),
+    ("unwrap", re.compile(r"getattr\(\s*[\w.]+\s*,\s*[\"']_orig_mod[\"']")),
+    ("dcp", re.compile(r"\bget_model_state_dict\(")),
+)
+
+
+def _key_readers(path: str, text: str) -> list[KeyReader]:
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        for kind, pattern in _READERS:
+            if pattern.search(code):
+                out.append(KeyReader(kind, path, number, " ".join(code.split())))
+    return out
 
 
 def _path_of(node: ast.expr, aliases: dict[str, str]) -> str | None:
@@ -68,6 +108,7 @@ def _kit_facts(path: str, module: ast.Module) -> list[KitFacts]:
             if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "apply_model_compile"):
                 continue
             in_place, wrapper, disables = False, False, []
+            call: ast.Call | None = None
             found_by: dict[str, str] = {}
             guards = {
                 id(n): unparse(branch.test)
@@ -81,6 +122,8 @@ def _kit_facts(path: str, module: ast.Module) -> list[KitFacts]:
                 if not isinstance(node, ast.Call):
                     continue
                 kind, facts = classify_call(node)
+                if kind == "compile" and (call is None or node.lineno < call.lineno):
+                    call = node
                 if kind == "compile" and facts.get("style") == "torch.compile":
                     arg = node.args[0] if node.args else None
                     if not (isinstance(arg, ast.Attribute) and arg.attr == "forward"):
@@ -103,6 +146,12 @@ def _kit_facts(path: str, module: ast.Module) -> list[KitFacts]:
                     disables=disables,
                     found_by=found_by,
                     model_param=params[0] if params else "model",
+                    end_line=getattr(fn, "end_lineno", None) or fn.lineno,
+                    call_line=call.lineno if call is not None else None,
+                    call=" ".join(unparse(call).split()) if call is not None else "",
+                    options={k.arg: unparse(k.value) for k in call.keywords if k.arg} if call is not None else {},
+                    params=params,
+                    digest=hashlib.sha1(unparse(fn).encode()).hexdigest()[:16],
                 )
             )
     return out
@@ -128,11 +177,14 @@ def repo_facts(tree: SourceTree) -> RepoFacts:
         if not path.endswith(".py") or path.startswith("recipes/"):
             continue
         data = tree.read_bytes(path) or b""
-        if b"apply_model_compile" not in data and b"fully_shard" not in data:
+        readers = b"state_dict(" in data or b"_orig_mod" in data
+        if b"apply_model_compile" not in data and b"fully_shard" not in data and not readers:
             continue
         text, _ = decode_text(data)
         if text is None:
             continue
+        if readers:
+            facts.key_readers.extend(_key_readers(path, text))
         wants_kit = "def apply_model_compile" in text
         wants_shards = not per_block and "fully_shard" in text
         if not (wants_kit or wants_shards):

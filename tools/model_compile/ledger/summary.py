@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import re
+
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.parse.models import Documentation
+from model_compile.parse.python import dotted
 from model_compile.vocabulary import FALLBACK_KINDS, fallback_path
 
 # Most specific first: a regional compile's README also talks about graph breaks.
@@ -114,4 +118,43 @@ def _kinds(events: list[Event]) -> list[str]:
     for e in events:
         if e.kind not in out and e.kind != "compile":
             out.append(e.kind)
+    return out
+
+
+_KIT_RECEIVER = re.compile(r"([A-Za-z_][\w.]*)\.apply_model_compile\s*\(")
+
+
+def called_kits(ctx: RecipeContext) -> list[str]:
+    """The kit classes whose apply_model_compile this recipe's compile reaches: the class each `self.<attr>`
+    receiver is built from in the engine (`self.model_kit = LLMModelKit()`, import aliases resolved); `?` for a
+    receiver whose class is not found statically (any kit may be it)."""
+    built: dict[str, str] = {}
+    for cls, mod in ctx.engine_classes.values():
+        aliases = {
+            a.asname: a.name for n in mod.tree.body if isinstance(n, ast.ImportFrom) for a in n.names if a.asname
+        }
+        classes = {n.name: n for n in mod.tree.body if isinstance(n, ast.ClassDef)}
+        chain, seen = [cls], set()
+        while chain:  # the engine class and its bases defined in the same file
+            c = chain.pop()
+            if c.name in seen:
+                continue
+            seen.add(c.name)
+            chain.extend(classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes)
+            for node in ast.walk(c):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
+                    target, name = node.targets[0], (dotted(node.value.func) or "").rsplit(".", 1)[-1]
+                    if isinstance(target, ast.Attribute) and dotted(target.value) == "self" and name:
+                        built.setdefault(target.attr, aliases.get(name, name))
+    out: list[str] = []
+    for ledger in ctx.ledgers:
+        for e in ledger.of("compile"):
+            if e.compile_style != "kit":
+                continue
+            m = _KIT_RECEIVER.search(e.call)
+            receiver = m.group(1) if m else ""
+            attr = receiver.removeprefix("self.") if receiver.count(".") == 1 and receiver.startswith("self.") else ""
+            name = built.get(attr, "?")
+            if name not in out:
+                out.append(name)
     return out

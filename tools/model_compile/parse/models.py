@@ -9,6 +9,16 @@ from pydantic import BaseModel, Field
 
 from model_compile.vocabulary import DocKind
 
+ConfigForm = Literal["section", "flat"]
+# The older flat form of the compile switch and choices, on the model config itself: `compile: bool` with
+# `compile_backend` and `compile_mode` beside it (the section form nests them: `compile.enabled/backend/mode`).
+FLAT_FIELDS = {"enabled": "compile", "backend": "compile_backend", "mode": "compile_mode"}
+
+
+def config_key(form: ConfigForm | None, name: str) -> str:
+    """The dotted config key of a compile field in a form: `model.compile.enabled`, or `model.compile` (flat)."""
+    return f"model.{FLAT_FIELDS[name]}" if form == "flat" else f"model.compile.{name}"
+
 
 class FieldFact(BaseModel):
     """One `model.compile.<field>` as the schema declares it."""
@@ -29,6 +39,12 @@ class SchemaFacts(BaseModel):
     model_class: str | None = None
     compile_class: str | None = None
     compile_field_line: int | None = None
+    compile_type: str | None = Field(default=None, description="the annotation of the model config's `compile` field")
+    form: ConfigForm | None = Field(
+        default=None,
+        description="section: `compile: <class>` with enabled/backend/mode; flat: the older `compile: bool` with "
+        "`compile_backend`/`compile_mode` on the model config (their facts are in `fields` as enabled/backend/mode)",
+    )
     fields: dict[str, FieldFact] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list)
 
@@ -39,6 +55,11 @@ class StageFacts(BaseModel):
     file: str
     name: str
     has_compile: bool = False
+    form: ConfigForm | None = Field(
+        default=None,
+        description="section: `model.compile: {enabled, backend, mode}`; flat: the older `model.compile: <bool>` with "
+        "`model.compile_backend`/`model.compile_mode` (read into `values` as enabled/backend/mode)",
+    )
     values: dict[str, Any] = Field(default_factory=dict)
     dynamic: dict[str, str] = Field(
         default_factory=dict,
@@ -53,6 +74,10 @@ class StageFacts(BaseModel):
         default_factory=dict, description="integer sizes under `parallel.mesh` (shard, replicate, tensor, ...)"
     )
     mesh_line: int | None = Field(default=None, description="line of `parallel.mesh.shard` (else of `mesh`)")
+    packing: str | None = Field(
+        default=None,
+        description="`data.packing_selection_strategy` (e.g. best_fit: packs may close short of max_seq_len)",
+    )
     problems: list[str] = Field(default_factory=list)
 
     def static_value(self, key: str) -> tuple[bool, Any]:
@@ -77,6 +102,14 @@ class ConfigFacts(BaseModel):
     stages: list[StageFacts] = Field(default_factory=list)
 
     model_config = {"populate_by_name": True}
+
+    @property
+    def form(self) -> ConfigForm | None:
+        """The schema's form of the compile config, else the stage YAMLs' (None: neither has one)."""
+        if self.schema_.form is not None:
+            return self.schema_.form
+        forms = {s.form for s in self.stages if s.form is not None}
+        return "flat" if "flat" in forms else "section" if forms else None
 
 
 class Documentation(BaseModel):

@@ -12,7 +12,7 @@ import ast
 import sys
 from typing import Any
 
-from model_compile.parse.models import FieldFact, SchemaFacts
+from model_compile.parse.models import FLAT_FIELDS, FieldFact, SchemaFacts
 from model_compile.parse.python import PyModule, dotted, literal_or, unparse, walk
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
@@ -153,28 +153,56 @@ def schema_facts(mod: PyModule, root_class: str | None = None) -> SchemaFacts:
         facts.problems.append(f"the type of `{root.name}.model` is not a class defined in this file")
         return facts
     facts.model_class = model_cls.name
-    compile_stmt = _fields(model_cls, classes).get("compile")
+    model_fields = _fields(model_cls, classes)
+    compile_stmt = model_fields.get("compile")
     if compile_stmt is None:
         return facts
     facts.compile_field_line = compile_stmt.lineno
+    facts.compile_type = unparse(compile_stmt.annotation)
     compile_cls = _field_type(compile_stmt, classes, aliases)
     if compile_cls is None:
-        facts.problems.append(f"the type of `{model_cls.name}.compile` is not a class defined in this file")
+        if _is_bool(compile_stmt.annotation):  # the older flat form: the switch and its choices side by side
+            facts.form = "flat"
+            flat = {name: model_fields.get(key) for name, key in FLAT_FIELDS.items()}
+            facts.fields = {name: _field_fact(stmt, aliases) for name, stmt in flat.items()}
+            return facts
+        facts.problems.append(
+            f"the type of `{model_cls.name}.compile` is `{facts.compile_type}`, not a class defined in this file"
+        )
         return facts
     facts.compile_class = compile_cls.name
+    facts.form = "section"
     fields = _fields(compile_cls, classes)
-    for name in COMPILE_FIELDS:
-        stmt = fields.get(name)
-        if stmt is None:
-            facts.fields[name] = FieldFact(present=False)
-            continue
-        value, text, _ = _default(stmt)
-        facts.fields[name] = FieldFact(
-            present=True,
-            annotation=unparse(stmt.annotation),
-            default=None if value is _NO_DEFAULT else value,
-            default_text=text,
-            allowed=_literal_values(stmt.annotation, aliases),
-            line=stmt.lineno,
-        )
+    facts.fields = {name: _field_fact(fields.get(name), aliases) for name in COMPILE_FIELDS}
     return facts
+
+
+def _is_bool(annotation: ast.expr) -> bool:
+    """`bool`, `StrictBool`, `bool | None`, `Optional[bool]`."""
+    names = {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in walk(annotation)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    }
+    return bool(names & {"bool", "StrictBool"}) and names <= {
+        "bool",
+        "StrictBool",
+        "None",
+        "Optional",
+        "pydantic",
+        "typing",
+    }
+
+
+def _field_fact(stmt: ast.AnnAssign | None, aliases: dict[str, ast.expr]) -> FieldFact:
+    if stmt is None:
+        return FieldFact(present=False)
+    value, text, _ = _default(stmt)
+    return FieldFact(
+        present=True,
+        annotation=unparse(stmt.annotation),
+        default=None if value is _NO_DEFAULT else value,
+        default_text=text,
+        allowed=_literal_values(stmt.annotation, aliases),
+        line=stmt.lineno,
+    )

@@ -7,9 +7,10 @@ from typing import Any
 
 import yaml
 
-from model_compile.parse.models import StageFacts
+from model_compile.parse.models import FLAT_FIELDS, StageFacts
 
 _SCALARS = {"enabled", "backend", "mode"}
+_NULL = "tag:yaml.org,2002:null"  # `compile:` with nothing after it: an empty section, not the flat switch
 # libyaml's composer when available: same safe node graph, several times faster.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -95,28 +96,46 @@ def stage_facts(text: str, path: str, name: str) -> StageFacts:
         return facts
     if root is not None:
         _read_mesh(root, facts)
+        data = mapping_child(root, "data")
+        strategy = mapping_child(data[1], "packing_selection_strategy") if data else None
+        if strategy is not None and isinstance(strategy[1], yaml.ScalarNode):
+            facts.packing = str(strategy[1].value)
     model = mapping_child(root, "model") if root is not None else None
     if model is None:
         return facts
     comp = mapping_child(model[1], "compile")
-    if comp is None:
+    if comp is not None and not (isinstance(comp[1], yaml.ScalarNode) and comp[1].tag != _NULL):
+        facts.has_compile, facts.form = True, "section"
+        facts.lines["compile"] = comp[0].start_mark.line + 1
+        for key, value in comp[1].value if isinstance(comp[1], yaml.MappingNode) else []:
+            if isinstance(key, yaml.ScalarNode) and key.value in _SCALARS:
+                _read_value(facts, key.value, key, value)
         return facts
-    facts.has_compile = True
-    facts.lines["compile"] = comp[0].start_mark.line + 1
-    for key, value in comp[1].value if isinstance(comp[1], yaml.MappingNode) else []:
-        if isinstance(key, yaml.ScalarNode) and key.value in _SCALARS:
-            facts.lines[key.value] = key.start_mark.line + 1
-            if isinstance(value, yaml.ScalarNode):
-                try:
-                    facts.values[key.value] = _construct(value)
-                except yaml.YAMLError:
-                    facts.values[key.value] = value.value
-                literal = facts.values[key.value]
-                if isinstance(literal, str) and "${" in literal:  # OmegaConf resolves it when the config loads
-                    facts.dynamic[key.value] = literal
-                    has_default, default = interpolation_default(literal)
-                    if has_default:
-                        facts.defaults[key.value] = default
-            else:
-                facts.values[key.value] = {"<non-scalar>": True}
+    # The older flat form: `model.compile: <bool>` beside `model.compile_backend` / `model.compile_mode`.
+    flat = {name: mapping_child(model[1], key) for name, key in FLAT_FIELDS.items()}
+    if any(found is not None for found in flat.values()):
+        facts.has_compile, facts.form = True, "flat"
+        first = min(found[0].start_mark.line for found in flat.values() if found is not None)
+        facts.lines["compile"] = first + 1
+        for name, found in flat.items():
+            if found is not None:
+                _read_value(facts, name, found[0], found[1])
     return facts
+
+
+def _read_value(facts: StageFacts, name: str, key: yaml.Node, value: yaml.Node) -> None:
+    """One compile field's value and line (an interpolation is dynamic: resolved when the config loads)."""
+    facts.lines[name] = key.start_mark.line + 1
+    if not isinstance(value, yaml.ScalarNode):
+        facts.values[name] = {"<non-scalar>": True}
+        return
+    try:
+        facts.values[name] = _construct(value)
+    except yaml.YAMLError:
+        facts.values[name] = value.value
+    literal = facts.values[name]
+    if isinstance(literal, str) and "${" in literal:  # OmegaConf resolves it when the config loads
+        facts.dynamic[name] = literal
+        has_default, default = interpolation_default(literal)
+        if has_default:
+            facts.defaults[name] = default

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from model_compile.findings.models import RecipeReport, Report
-from model_compile.parse.models import StageFacts
+from model_compile.parse.models import FLAT_FIELDS, StageFacts
 from model_compile.rules.finding import Finding, active
 
 
@@ -94,30 +94,37 @@ def inspect_text(report: Report) -> str:
             for note in ledger.notes:
                 out.append(f"    note: {note}")
         s = r.config.schema_
+        fields = ", ".join(
+            f"{_key(s.form, k)}={v.default!r}" + (f" in {v.allowed}" if v.allowed else f" ({v.annotation})")
+            for k, v in s.fields.items()
+            if v.present
+        )
         if s.compile_class:
-            fields = ", ".join(
-                f"{k}={v.default!r}" + (f" in {v.allowed}" if v.allowed else f" ({v.annotation})")
-                for k, v in s.fields.items()
-                if v.present
-            )
             out.append(f"  schema: {s.root_class}.model.compile -> {s.compile_class}: {fields}")
+        elif s.form == "flat":
+            out.append(f"  schema: {s.root_class}.model.compile is `{s.compile_type}` (the older flat form): {fields}")
         else:
             out.append("  schema: no model.compile section" + (f" ({'; '.join(s.problems)})" if s.problems else ""))
         for st in r.config.stages:
             vals = (
-                ", ".join(_stage_value(st, k, v) for k, v in st.values.items())
+                ", ".join(_stage_value(st, _key(st.form, k), k, v) for k, v in st.values.items())
                 if st.has_compile
                 else "no compile block"
             )
-            out.append(f"  stage {st.name}: {vals}")
+            out.append(f"  stage {st.name}{' (flat form)' if st.form == 'flat' else ''}: {vals}")
         for d in r.documentation:
             out.append(f"  documented {d.kind} ({d.source} {d.file}:{d.line}): {d.reason}")
     return "\n".join(out).lstrip("\n") + "\n"
 
 
-def _stage_value(stage: StageFacts, key: str, value: object) -> str:
+def _key(form: str | None, name: str) -> str:
+    """A compile field as the config names it: `backend` in a section, `compile_backend` in the flat form."""
+    return FLAT_FIELDS[name] if form == "flat" else name
+
+
+def _stage_value(stage: StageFacts, label: str, key: str, value: object) -> str:
     """`backend='inductor'`, or for an interpolation what is known before run time."""
     if key not in stage.dynamic:
-        return f"{key}={value!r}"
+        return f"{label}={value!r}"
     default = f", default {stage.defaults[key]!r}" if key in stage.defaults else ", no default"
-    return f"{key}={value!r} (dynamic: resolved at run time{default})"
+    return f"{label}={value!r} (dynamic: resolved at run time{default})"

@@ -10,6 +10,7 @@ from typing import Any
 
 from model_compile import __version__
 from model_compile.findings.models import RecipeReport, Report
+from model_compile.parse.models import config_key
 from model_compile.report.hardfacts import HardFacts, planned_layers, read_hard
 from model_compile.report.models import (
     FindingStatus,
@@ -22,6 +23,7 @@ from model_compile.report.models import (
 )
 from model_compile.report.sections import compile_path_section, performance_section, placement_section
 from model_compile.review.models import DiffReport, RecipeDiff
+from model_compile.rules.base import kit_subject
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
 
 NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reached", "tool-error")
@@ -37,16 +39,44 @@ def _sorted(findings: list[ReportFinding]) -> list[ReportFinding]:
     return sorted(findings, key=lambda f: (order.get(f.status, 1), SEVERITY_ORDER[f.severity], f.file, f.line, f.rule))
 
 
-def soft_row(recipe_dir: Path, errors: int, seconds: float | None) -> LayerRow:
-    """The soft layer as it ran in this review (static, in-process)."""
+def soft_row(recipe_dir: Path, errors: int, seconds: float | None, kit_errors: int = 0, kits: str = "") -> LayerRow:
+    """The soft layer as it ran in this review (static, in-process); the errors of the kit it calls count."""
+    reason = None
+    if errors and kit_errors:
+        reason = f"{errors + kit_errors} error finding(s), {kit_errors} of them in the kit it calls ({kits})"
+    elif kit_errors:
+        reason = f"{kit_errors} error finding(s) in the kit it calls ({kits})"
+    elif errors:
+        reason = f"{errors} error finding(s)"
     return LayerRow(
         name="soft",
-        status="failed" if errors else "passed",
+        status="failed" if errors or kit_errors else "passed",
         where="static",
         duration_s=round(seconds, 3) if seconds is not None else None,
         command=f"model-compile validate --soft {recipe_dir}",
-        reason=f"{errors} error finding(s)" if errors else None,
+        reason=reason,
     )
+
+
+FLAT_ON = f"{config_key('flat', 'enabled')}=true"
+SECTION_ON = f"{config_key('section', 'enabled')}=true"
+
+
+def _in_form(row: LayerRow, form: str | None) -> LayerRow:
+    """A planned command's compile switch as the recipe's config spells it: `model.compile=true` in the older flat
+    form (hard/ plans `model.compile.enabled=true`, which a bool `compile` does not take)."""
+    if form == "flat":
+        row.command = row.command.replace(SECTION_ON, FLAT_ON) if row.command else row.command
+        row.commands = [c.replace(SECTION_ON, FLAT_ON) for c in row.commands]
+    return row
+
+
+def kit_findings_of(kits: list[str], findings: list[ReportFinding]) -> list[ReportFinding]:
+    """The shared kit's findings on the classes a recipe's compile calls (every kit's when one is unknown, `?`)."""
+    if not kits:
+        return []
+    prefixes = tuple(kit_subject(k) for k in kits if k != "?")
+    return [f for f in findings if f.recipe is None and ("?" in kits or f.subject.startswith(prefixes))]
 
 
 def _errors(findings: list[ReportFinding]) -> list[ReportFinding]:
@@ -65,6 +95,9 @@ def _verdict(
             what += f" (+{len(errors) - len(new)} existing)"
         elif not new and first.status == "existing":
             what += " (existing, not introduced by this change)"
+        kit = sum(1 for f in errors if f.recipe is None)
+        if kit:
+            what += f" ({'all' if kit == len(errors) else kit} in the kit it calls: {', '.join(recipe.kits)})"
         message = first.message if len(first.message) <= 140 else first.message[:139] + "…"
         return "needs changes", f"{what}, first {first.rule} at {first.file}:{first.line}: {message}"
     failed = [r for r in rows if r.status in ("failed", "timeout")]
@@ -106,20 +139,24 @@ def recipe_section(
     soft_seconds: float | None = None,
     hard_note: str = "",
     diff: RecipeDiff | None = None,
+    kit_findings: list[ReportFinding] | None = None,
+    merged: tuple[str, set[str]] | None = None,
 ) -> RecipeSection:
-    """One recipe's four answers, findings and verdict."""
+    """One recipe's four answers, findings (and those of the kit it calls) and verdict."""
+    kit_findings = kit_findings or []
     facts = read_hard(hard, recipe_dir, recipe.compile_path) if hard is not None else None
     if facts is not None:
         rows = facts.layers
     else:
         errors = len(_errors(findings))
-        rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds)]
+        kit_errors = len(_errors(kit_findings))
+        rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds, kit_errors, ", ".join(recipe.kits))]
         if recipe_dir is not None and recipe.compile_path != "none":
             stages = touched_stages(diff) if diff is not None else None
-            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages):
-                if row.status == "not-run":
+            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
+                if row.status == "not-run" and row.reason is None:
                     row.reason = hard_note or "soft review only (add --hard)"
-                rows.append(row)
+                rows.append(_in_form(row, recipe.config.form))
     placement = placement_section(recipe, findings)
     if diff is not None:
         placement.before = _side(diff.before)
@@ -127,7 +164,7 @@ def recipe_section(
         placement.changes = list(diff.ledger_changes) + [
             f"config {c.where} {c.field}: {c.before!r} -> {c.after!r}" for c in diff.config_changes
         ]
-    verdict, reason = _verdict(recipe, findings, rows, facts, hard_note)
+    verdict, reason = _verdict(recipe, _sorted(findings + kit_findings), rows, facts, hard_note)
     raw = None
     if facts is not None:
         raw = dict(facts.raw)
@@ -136,6 +173,8 @@ def recipe_section(
         name=recipe.name,
         path=recipe.path,
         change=diff.status if diff is not None else None,
+        both_sides=diff.both_sides if diff is not None else False,
+        conflicts=list(diff.conflicts) if diff is not None else [],
         verdict=verdict,
         verdict_reason=reason,
         compile_path=compile_path_section(recipe),
@@ -143,6 +182,8 @@ def recipe_section(
         validation=rows,
         performance=performance_section(recipe, recipe_dir, facts, rows),
         findings=_sorted(findings),
+        kit_findings=_sorted(kit_findings),
+        kits=list(recipe.kits),
         hard=raw,
     )
 
@@ -215,6 +256,7 @@ def _change_scope(diff: DiffReport, path: str, recipes: list[str], notes: list[s
         base=_rev(diff.base),
         head=_rev(diff.head),
         kit_changed=diff.kit_changed,
+        kit_classes=list(diff.kit_classes),
         kit_changes=list(diff.kit_changes),
         changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
         recipes=recipes,
@@ -264,6 +306,7 @@ def build_tree(
                 hard.get(recipe.name),
                 soft_seconds,
                 hard_notes.get(recipe.name, ""),
+                kit_findings=kit_findings_of(recipe.kits, report.findings),
             )
         )
     _overall(report)
@@ -317,6 +360,8 @@ def build_change(
                 soft_seconds,
                 hard_notes.get(d.name, ""),
                 diff=d,
+                kit_findings=kit_findings_of(recipe.kits, report.findings),
+                merged=(diff.merge.target, set(diff.merged_files)) if diff.merge is not None else None,
             )
         )
     _overall(report)

@@ -23,7 +23,7 @@ from model_compile.hard.layers.plan import plan
 from model_compile.hard.layers.refusal import smoke_refusal
 from model_compile.hard.rehearsal import command as rehearse
 from model_compile.hard.stages import labelled_prerequisites
-from model_compile.parse import test_options as conventions
+from model_compile.parse import recipe_test_options as conventions
 from model_compile.report.models import LayerRow
 
 LAYER_ORDER = ("soft", "structure", "rehearsal", "smoke", "impact")
@@ -87,7 +87,7 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
                 where=(layer.get("where") or layer.get("label") or "-") if started else "-",
                 duration_s=layer.get("duration_s") if started else None,
                 command=command,
-                reason=_first_line(layer.get("reason")),
+                reason=_first_line(layer.get("reason")) or _skips(status, layer.get("counts")),
                 started=started,
                 commands=elsewhere,
                 prerequisites=list(layer.get("prerequisites") or []) if not ran else [],
@@ -131,6 +131,14 @@ def _torch_note(data: dict[str, Any], rows: list[LayerRow]) -> str | None:
 _STATUSES = {"passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "not-reached", "tool-error"}
 
 
+def _skips(status: str, counts: dict[str, Any] | None) -> str | None:
+    """A passed layer that skipped some tests says so: `2 passed, 1 skipped: <the first skip's reason>`."""
+    if status != "passed" or not counts or not counts.get("skipped"):
+        return None
+    why = (counts.get("skip_reasons") or [""])[0]
+    return f"{counts.get('passed', 0)} passed, {counts['skipped']} skipped" + (f": {why}" if why else "")
+
+
 def _first_line(text: str | None) -> str | None:
     if not text:
         return None
@@ -139,9 +147,14 @@ def _first_line(text: str | None) -> str | None:
 
 
 def planned_layers(
-    recipe_root: Path, compile_path: str | None, python: str | None = None, stages: list[str] | None = None
+    recipe_root: Path,
+    compile_path: str | None,
+    python: str | None = None,
+    stages: list[str] | None = None,
+    merged: tuple[str, set[str]] | None = None,
 ) -> list[LayerRow]:
-    """The runtime layers of a recipe, not run, each with the exact command that runs it.
+    """The runtime layers of a recipe, not run, each with the exact command that runs it (`merged`: the target and
+    the files of a merge result the review compares, where a test the checkout lacks may be).
 
     The same plan `validate --hard` runs: the options the recipe's conftest.py registers
     (opt-in switches such as `--run-smoke`, `--world-size`), in the interpreter it would choose,
@@ -182,6 +195,16 @@ def planned_layers(
                     command=head,
                     commands=commands,
                     prerequisites=prereqs,
+                )
+            )
+        elif merged is not None and rel in merged[1]:
+            # The change is reviewed as its merge: the target's copy of the test is in the result, not on disk.
+            rows.append(
+                LayerRow(
+                    name=spec.name,
+                    status="not-run",
+                    where="-",
+                    reason=f"{rel} is in the merge result (from {merged[0]}), not in this checkout: run it once merged",
                 )
             )
         else:

@@ -28,11 +28,16 @@ class Scope(BaseModel):
 
     kind: Literal["change", "tree"]
     path: str = Field(description="PATH as given")
+    root: str | None = Field(
+        default=None, description="the repository root (the folder holding recipes/): Markdown names paths from it"
+    )
     base: str | None = Field(default=None, description="change: base revision (and commit)")
     head: str | None = Field(default=None, description="change: head revision ('working tree' for uncommitted files)")
     kit_changed: bool = Field(
-        default=False, description="change: the shared kit changed (every kit recipe is in scope)"
+        default=False,
+        description="change: a kit class's apply_model_compile changed (the recipes that call that class are in scope)",
     )
+    kit_classes: list[str] = Field(default_factory=list, description="change: the kit classes whose compile changed")
     kit_changes: list[str] = Field(default_factory=list, description="change: what changed in apply_model_compile")
     changed_files: int = Field(default=0, description="change: number of changed files")
     recipes: list[str] = Field(default_factory=list, description="recipes in scope")
@@ -147,6 +152,8 @@ class RecipeSection(BaseModel):
         description="change: added, modified, renamed, deleted, kit, or untouched (given explicitly, not touched by "
         "the change: reviewed whole)",
     )
+    both_sides: bool = Field(default=False, description="change reviewed as a merge: the target changed it too")
+    conflicts: list[str] = Field(default_factory=list, description="change reviewed as a merge: its conflicting files")
     verdict: Verdict
     verdict_reason: str
     compile_path: CompilePathSection
@@ -154,6 +161,12 @@ class RecipeSection(BaseModel):
     validation: list[LayerRow] = Field(default_factory=list)
     performance: PerformanceSection = Field(default_factory=PerformanceSection)
     findings: list[ReportFinding] = Field(default_factory=list)
+    kit_findings: list[ReportFinding] = Field(
+        default_factory=list,
+        description="findings of the kit class its compile calls (listed once under `findings` of the report): they "
+        "count in its soft layer, verdict and errors",
+    )
+    kits: list[str] = Field(default_factory=list, description="kit classes its compile calls")
     hard: dict[str, Any] | None = Field(default=None, description="the hard-validation report, when --hard ran")
 
 

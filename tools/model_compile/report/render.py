@@ -12,6 +12,7 @@ import jinja2
 from model_compile.findings.models import Report
 from model_compile.render.sarif import github_annotations, sarif
 from model_compile.report.models import ReportFinding, ReviewReport
+from model_compile.report.portable import portable
 from model_compile.report.text import text
 from model_compile.templating import environment
 
@@ -61,8 +62,9 @@ def _env(override: Path | None = None) -> jinja2.Environment:
 
 
 def markdown(report: ReviewReport, override: Path | None = None) -> str:
-    """The report as Markdown, rendered from templates/report/review.md.j2."""
-    text = _env(override).get_template(TEMPLATE).render(report=report)
+    """The report as Markdown, rendered from templates/report/review.md.j2, every command relative to the
+    repository root (it is read in a pull request, on another machine)."""
+    text = _env(override).get_template(TEMPLATE).render(report=portable(report))
     lines = text.splitlines()
     out: list[str] = []
     for line in lines:  # collapse runs of blank lines the template's conditionals leave

@@ -58,14 +58,18 @@ def _diff(root: Path, base: str | None, head: str | None) -> tuple[DiffReport, R
         return report
 
     notes: list[str] = []
+    into = None
     if base is None and head is None:
-        base, notes = _branch_base(root)
-    diff = review(root, base=base, head=head, analyze=analyze)
+        base, notes, into = _branch_base(root)
+    diff = review(root, base=base, head=head, analyze=analyze, into=into)
+    if diff.merge is not None:  # the base is the target's tip, not the merge base those notes name
+        notes = [n for n in notes if not n.startswith("base is the merge base")]
     diff.notes = notes + [n for n in diff.notes if not n.startswith("working tree")] if notes else diff.notes
     head_report = None
+    reviewed = diff.head.tree or diff.head.commit  # a merge result is a tree, not the branch's commit
     for tree, report in seen:
         commit = getattr(getattr(tree, "commit", None), "hexsha", None)
-        if (diff.head.commit is None and isinstance(tree, WorkTree)) or (commit and commit == diff.head.commit):
+        if (reviewed is None and isinstance(tree, WorkTree)) or (commit and commit == reviewed):
             head_report = report
     return diff, head_report
 
@@ -83,24 +87,25 @@ def _analyze_revision(root: Path, rev: str, only: str | None) -> Report:
         repo.close()
 
 
-def _branch_base(root: Path) -> tuple[str | None, list[str]]:
+def _branch_base(root: Path) -> tuple[str | None, list[str], str | None]:
     """On a branch ahead of the default branch: its merge base (the nearer of the local and the remote
     default branch's), so the review covers the branch's commits and any uncommitted files together
     (stray untracked files do not hide the branch). Else None."""
     import git
 
-    from model_compile.review.changes import default_base
     from model_compile.review.gittree import open_repo
+    from model_compile.review.revisions import default_base
 
     repo = open_repo(root)
     try:
         head = repo.head.commit
         choice = default_base(repo, head)
         if choice.commit is None or choice.commit.hexsha == head.hexsha:
-            return None, []
-        return choice.commit.hexsha[:12], [*choice.notes, "head: the working tree, or HEAD when it is clean"]
+            return None, [], None
+        notes = [*choice.notes, "head: the working tree, or HEAD when it is clean"]
+        return choice.commit.hexsha[:12], notes, choice.branch
     except (ValueError, git.GitCommandError):
-        return None, []
+        return None, [], None
     finally:
         repo.close()
 
@@ -135,6 +140,21 @@ def run_hard(
 
 
 def review_path(
+    path: Path,
+    base: str | None = None,
+    head: str | None = None,
+    hard: bool = False,
+    python: str | None = None,
+    trace: bool = False,
+    out: Path | None = None,
+) -> ReviewReport:
+    """The review report for PATH (a repository root or one recipe folder)."""
+    report = _review_path(path, base, head, hard, python, trace, out)
+    report.scope.root = str(project_root(Path(path))[0])
+    return report
+
+
+def _review_path(
     path: Path,
     base: str | None = None,
     head: str | None = None,
@@ -256,4 +276,10 @@ def _change_report(
             stages = {d.name: touched_stages(d) for d in diff.recipes}
             base_rev = diff.base.commit or None
             hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages, base_rev=base_rev)
-    return build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
+    report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
+    if hard_reports and diff.merge is not None:
+        report.notes.append(
+            "the runtime layers ran on the files on disk (this checkout of the branch), not on the merge result the "
+            f"soft review read: their soft layer and test files are the branch's, before merging {diff.merge.target}"
+        )
+    return report

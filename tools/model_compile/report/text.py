@@ -32,7 +32,7 @@ def _finding(f: ReportFinding) -> str:
 
 def _layer(row: LayerRow, width: int) -> str:
     where = row.where if row.duration_s is None else f"{row.where} ({row.duration_s:.2f} s)"
-    why = f"  {' '.join(row.reason.split())}" if row.reason and row.status != "passed" else ""
+    why = f"  {' '.join(row.reason.split())}" if row.reason else ""  # a passed layer's reason: what it skipped
     line = f"    {row.name:<{width}}  {row.status:<11} {where}{why}"
     return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
 
@@ -58,27 +58,35 @@ def _commands(rows: list[LayerRow]) -> list[str]:
 def _budget(m: Measure) -> str:
     if m.budget is None:
         return "no budget"
-    return f"budget {m.budget}" if m.enforced else f"no budget enforced; generate's default {m.budget}"
+    return f"budget {m.budget}" if m.enforced else f"no budget enforced; generate's default budget: at most {m.budget}"
 
 
 def _recipe(r: RecipeSection) -> list[str]:
-    change = f" ({r.change})" if r.change else ""
+    both = f"; changed on both sides, {len(r.conflicts)} file(s) conflict" if r.both_sides else ""
+    change = f" ({r.change}{both})" if r.change else ""
     out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason, LONG)}"]
     out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}", LONG))
     p = r.placement
     targets = ", ".join(p.targets) or "no compiled target"
     out.append(_cut(f"  target: {targets}" + (f"; placement: {p.summary}" if p.summary else ""), LONG))
     if p.before is not None and p.before == p.after:
-        out.append("  wiring: unchanged by the change")
+        # compile path and placement as before; what else changed (the compiled scope, a config value) follows
+        out.append(
+            "  wiring: compile path and placement unchanged"
+            + ("; changed:" if p.changes else " (nothing else changed)")
+        )
     elif p.before is not None or p.after is not None:
         out.append(_cut(f"  before -> after: {p.before or '-'} -> {p.after or '-'}", LONG))
-    out += [_cut(f"  change: {c}", LONG) for c in p.changes[:3]]
+    out += [_cut(f"  change: {c}", LONG) for c in p.changes]
     out += [_cut(f"  misplaced: {m}", LONG) for m in p.misplaced[:2]]
     if r.validation:
         width = max(len(row.name) for row in r.validation)
         out.append("  layers:")
         out += [_layer(row, width) for row in r.validation]
     shown = [f for f in r.findings if not (r.compile_path.path == "none" and f.rule == "MC100")]
+    if r.kit_findings:
+        out.append(f"  findings of the kit it calls ({', '.join(r.kits)}), listed once under the shared kit above:")
+        out += ["  " + _finding(f) for f in r.kit_findings if f.severity == "error" or f.status == "new"]
     if shown:
         out.append("  findings:")
         # every error and every finding the change makes new; the rest only up to MAX_FINDINGS in all
@@ -116,6 +124,10 @@ def _recipe(r: RecipeSection) -> list[str]:
     return out
 
 
+def _kits(classes: list[str]) -> str:
+    return ", ".join(f"{c}.apply_model_compile" for c in classes)
+
+
 def text(report: ReviewReport) -> str:
     """The compact report."""
     s = report.scope
@@ -124,7 +136,7 @@ def text(report: ReviewReport) -> str:
         names = f" ({', '.join(s.recipes)})" if s.recipes else ""
         scope = f"scope: the change {s.base} .. {s.head}: {len(s.recipes)} recipe(s){names}"
         if s.kit_changed:
-            scope += "; the shared kit changed"
+            scope += f"; the shared kit changed: {_kits(s.kit_classes)} (the recipes that call it are in scope)"
     else:
         scope = f"scope: {'the recipe' if len(s.recipes) == 1 else 'every recipe under'} {s.path}"
     out.append(scope)

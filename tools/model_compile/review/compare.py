@@ -313,26 +313,39 @@ def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
     return None
 
 
-def kit_changes(before: list[KitFacts], after: list[KitFacts], path_map: dict[str, str]) -> list[str]:
-    """Differences between the kits' `apply_model_compile` facts (KitFacts) of two sides."""
+def kit_changes(before: list[KitFacts], after: list[KitFacts], path_map: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Differences between the kits' `apply_model_compile` (KitFacts) of two sides, in words, and the kit classes
+    whose method changed (its code, comments and layout aside): the recipes calling those are the ones affected."""
     out: list[str] = []
+    changed: list[str] = []
     b = {(path_map.get(k.file, k.file), k.class_name): k for k in before}
     a = {(k.file, k.class_name): k for k in after}
     for key in sorted(set(b) | set(a)):
         kb, ka = b.get(key), a.get(key)
         where = f"{key[1]}.apply_model_compile ({key[0]})"
+        lines: list[str] = []
         if kb is None:
             assert ka is not None  # the key comes from one side or the other
-            out.append(f"{where} added ({'in place' if ka.in_place else 'NOT in place'})")
+            lines.append(f"{where} added ({'in place' if ka.in_place else 'NOT in place'})")
         elif ka is None:
-            out.append(f"{where} removed")
+            lines.append(f"{where} removed")
         else:
             if kb.in_place != ka.in_place:
-                out.append(
+                lines.append(
                     f"{where}: {'in place' if kb.in_place else 'not in place'} -> {'in place' if ka.in_place else 'not in place'}"
                 )
             if sorted(kb.disables) != sorted(ka.disables):
-                out.append(
+                lines.append(
                     f"{where}: compiler.disable regions {sorted(kb.disables) or 'none'} -> {sorted(ka.disables) or 'none'}"
                 )
-    return out
+            for name in sorted(set(kb.options) | set(ka.options)):
+                if kb.options.get(name) != ka.options.get(name):
+                    lines.append(
+                        f"{where}: compile argument {name}: {kb.options.get(name, '(unset)')} -> {ka.options.get(name, '(unset)')}"
+                    )
+            if not lines and kb.digest != ka.digest:
+                lines.append(f"{where}: its code changed")
+        out.extend(lines)
+        if lines and key[1] not in changed:
+            changed.append(key[1])
+    return out, changed

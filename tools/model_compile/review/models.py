@@ -17,6 +17,25 @@ RecipeStatus = Literal["added", "deleted", "renamed", "modified", "kit"]
 class Revision(BaseModel):
     rev: str = Field(description="the revision as given or chosen ('working tree' for uncommitted files)")
     commit: str | None = Field(default=None, description="full commit id; null for the working tree")
+    tree: str | None = Field(
+        default=None, description="the tree reviewed when it is no commit: the merge result of the branch (head)"
+    )
+
+
+class MergeView(BaseModel):
+    """A branch reviewed as its merge into a target (the default branch, or --base) that moved on."""
+
+    target: str = Field(description="the branch or revision the head is merged into, as named")
+    target_commit: str
+    merge_base: str
+    ahead: int = Field(description="commits of the target since the merge base")
+    clean: bool = Field(description="the merge has no conflict")
+    conflicts: list[str] = Field(
+        default_factory=list,
+        description="conflicted paths (read as the branch has them: the review holds for a "
+        "resolution that keeps the branch's side)",
+    )
+    both_sides: list[str] = Field(default_factory=list, description="recipes the target and the branch both changed")
 
 
 class ChangedFile(BaseModel):
@@ -84,6 +103,8 @@ class RecipeDiff(BaseModel):
     before: Side | None = None
     after: Side | None = None
     ledger_changes: list[str] = Field(default_factory=list, description="compile added/removed/moved/... in words")
+    both_sides: bool = Field(default=False, description="merge view: the target changed this recipe too")
+    conflicts: list[str] = Field(default_factory=list, description="merge view: its files that conflict")
     config_changes: list[ValueChange] = Field(default_factory=list)
     new: int = 0
     fixed: int = 0
@@ -112,8 +133,11 @@ class DiffReport(BaseModel):
     repo: str
     base: Revision
     head: Revision
-    kit_changed: bool = False
-    kit_files: list[str] = Field(default_factory=list)
+    kit_changed: bool = Field(default=False, description="some kit class's apply_model_compile changed")
+    kit_files: list[str] = Field(default_factory=list, description="changed files that define apply_model_compile")
+    kit_classes: list[str] = Field(
+        default_factory=list, description="kit classes whose apply_model_compile changed (their recipes are in scope)"
+    )
     kit_changes: list[str] = Field(
         default_factory=list, description="what changed in apply_model_compile (in place, disabled regions, where)"
     )
@@ -121,6 +145,10 @@ class DiffReport(BaseModel):
         default_factory=list, description="changed files outside any recipe (kit included)"
     )
     recipes: list[RecipeDiff] = Field(default_factory=list)
+    merge: MergeView | None = Field(
+        default=None, description="set when the head is reviewed as its merge into the base"
+    )
+    merged_files: list[str] = Field(default_factory=list, exclude=True, description="merge view: the result's files")
     new: list[DiffFinding] = Field(default_factory=list)
     fixed: list[DiffFinding] = Field(default_factory=list)
     superseded: list[DiffFinding] = Field(

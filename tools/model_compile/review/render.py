@@ -61,7 +61,10 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
     for n in report.notes:
         lines.append(f"note: {n}")
     if report.kit_changed:
-        lines.append(f"shared kit changed: {', '.join(report.kit_files)} (every kit recipe is affected)")
+        lines.append(
+            f"shared kit changed: {', '.join(c + '.apply_model_compile' for c in report.kit_classes)} in "
+            f"{', '.join(report.kit_files)} (the recipes that call it are affected)"
+        )
     for c in report.kit_changes:
         lines.append(f"  - {c}")
     other = [f for f in report.shared_files if f.kind != "kit"]
@@ -111,7 +114,10 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
     )
     out.append("")
     if report.kit_changed:
-        out.append(f"Shared kit changed (`{'`, `'.join(report.kit_files)}`): every kit recipe is affected.")
+        out.append(
+            f"Shared kit changed: `{'`, `'.join(c + '.apply_model_compile' for c in report.kit_classes)}` "
+            f"(`{'`, `'.join(report.kit_files)}`): the recipes that call it are affected."
+        )
         for c in report.kit_changes:
             out.append(f"- {_md_escape(c)}")
         out.append("")

@@ -11,8 +11,9 @@ import git
 from model_compile import __version__
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
-from model_compile.findings.models import Report
+from model_compile.findings.models import RecipeReport, Report
 from model_compile.review import changes as ch
+from model_compile.review import revisions
 from model_compile.review.compare import (
     config_changes,
     kit_changes,
@@ -20,8 +21,9 @@ from model_compile.review.compare import (
     side_view,
     split_findings,
 )
-from model_compile.review.gittree import open_repo
-from model_compile.review.models import ChangedFile, DiffReport, RecipeDiff, RecipeStatus, Revision
+from model_compile.review.gittree import GitTree, open_repo
+from model_compile.review.merge import Merge, merge_into, recipe_of
+from model_compile.review.models import ChangedFile, DiffReport, MergeView, RecipeDiff, RecipeStatus, Revision
 from model_compile.rules.finding import Finding
 
 Analyzer = Callable[[SourceTree, "list[str] | None"], Report]
@@ -33,7 +35,7 @@ def _default_analyzer() -> Analyzer:
     return lambda tree, recipes: analyze_tree(tree, recipes=recipes)
 
 
-def _analyse(analyze: Analyzer, side: ch.Side, recipes: list[str] | None) -> Report:
+def _analyse(analyze: Analyzer, side: revisions.Side, recipes: list[str] | None) -> Report:
     # Even with no recipe to analyse, the shared kit is (its findings belong to both sides).
     try:
         return analyze(side.tree, recipes)
@@ -48,13 +50,83 @@ def review(
     base: str | None = None,
     head: str | None = None,
     analyze: Analyzer | None = None,
+    into: str | None = None,
 ) -> DiffReport:
+    """The change between base and head. A head commit whose target moved on (`into`, the default branch the base
+    was taken from; or a --base that is no ancestor of the head) is reviewed as its merge into the target."""
     analyze = analyze or _default_analyzer()
     repo = open_repo(repo_path)
+    merge: Merge | None = None
     try:
-        return _review(repo, base, head, analyze, str(repo_path))
+        base_side, head_side, notes, target = revisions.resolve(repo, base, head)
+        base_side, head_side, merge = _as_merge(repo, base_side, head_side, into or target, base, notes)
+        return _review(
+            merge.reader if merge and merge.reader else repo,
+            base_side,
+            head_side,
+            analyze,
+            str(repo_path),
+            notes,
+            merge,
+        )
     finally:
+        if merge is not None:
+            merge.close()
         repo.close()
+
+
+def _as_merge(
+    repo: git.Repo,
+    base_side: revisions.Side,
+    head_side: revisions.Side,
+    target: str | None,
+    base: str | None,
+    notes: list[str],
+) -> tuple[revisions.Side, revisions.Side, Merge | None]:
+    """The sides of a merge review, when the head's target has commits the head lacks; else the sides as given."""
+    if target is None and base is not None and base_side.commit and head_side.commit:
+        if not repo.is_ancestor(repo.commit(base_side.commit), repo.commit(head_side.commit)):
+            target = base  # --base names a branch that moved on: comparing two trees would misname recipes
+    if target is None:
+        return base_side, head_side, None
+    target_commit = revisions.resolve_commit(repo, target).hexsha
+    head_commit = head_side.commit or repo.head.commit.hexsha
+    tc, hc = repo.commit(target_commit), repo.commit(head_commit)
+    if repo.is_ancestor(tc, hc) or repo.is_ancestor(hc, tc):
+        # the target has nothing the head lacks (the plain diff is the merge), or the head is behind it (a
+        # comparison backwards, as asked): no merge to compute
+        return base_side, head_side, None
+    if head_side.is_worktree:
+        notes.append(
+            f"{target} has moved on since the merge base: the working tree's changes are compared with the merge base, "
+            "not as a merge into it (commit them to review the branch as its merge)"
+        )
+        return base_side, head_side, None
+    merge = merge_into(repo, target, target_commit, head_commit)
+    if isinstance(merge, str):
+        notes.append(
+            f"{target} has moved on since the merge base, but the branch is not reviewed as its merge: {merge}"
+        )
+        return base_side, head_side, None
+    notes.append(
+        f"reviewed as the merge of {head_side.rev} into {target} (git merge-tree): {target} has {merge.ahead} commit(s) "
+        f"since the merge base {merge.merge_base[:12]}; the merge result is compared with {target} "
+        f"({target_commit[:12]})"
+    )
+    if merge.conflicts:
+        shown = ", ".join(sorted(merge.conflicts)[:6]) + (
+            f" (+{len(merge.conflicts) - 6} more)" if len(merge.conflicts) > 6 else ""
+        )
+        notes.append(
+            f"the merge conflicts in {len(merge.conflicts)} file(s): {shown}; conflicted files are read as the branch has "
+            "them, so the review holds for a resolution that keeps the branch's side"
+        )
+    notes.append(_both_sides(merge))
+    base_side = revisions.Side(GitTree(repo.commit(target_commit)), target, target_commit)
+    head_side = revisions.Side(
+        merge.tree, f"{head_side.rev} merged into {target}", head_commit, treeish=merge.tree.commit
+    )
+    return base_side, head_side, merge
 
 
 def _outside_recipes(files: list[ChangedFile], base_names: Counter, head_names: Counter, notes: list[str]) -> None:
@@ -75,16 +147,30 @@ def _outside_recipes(files: list[ChangedFile], base_names: Counter, head_names: 
         notes.append(f"recipes/{name}/ holds no file of this repository on either side ({what} changed): not a recipe")
 
 
-def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyzer, repo_label: str) -> DiffReport:
-    base_side, head_side, notes = ch.resolve(repo, base, head)
+def _review(
+    repo: git.Repo,
+    base_side: revisions.Side,
+    head_side: revisions.Side,
+    analyze: Analyzer,
+    repo_label: str,
+    notes: list[str],
+    merge: Merge | None,
+) -> DiffReport:
     files = ch.collect(repo, base_side, head_side)
     report = DiffReport(
         version=__version__,
         repo=repo_label,
         base=Revision(rev=base_side.rev, commit=base_side.commit),
-        head=Revision(rev=head_side.rev, commit=head_side.commit),
+        head=Revision(
+            rev=head_side.rev,
+            commit=head_side.commit,
+            tree=head_side.treeish.hexsha if head_side.treeish is not None else None,
+        ),
         notes=notes,
     )
+    if merge is not None:
+        report.merge = _merge_view(merge)
+        report.merged_files = merge.tree.files()
     if not files:
         report.notes.append("no changes between base and head")
         return report
@@ -98,7 +184,6 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
 
     report.shared_files = [f for f in files if f.recipe is None]
     report.kit_files = sorted({f.path for f in files if f.kind == "kit"})
-    report.kit_changed = bool(report.kit_files)
 
     # (head name or None, base name or None) for every touched recipe.
     touched: dict[tuple[str | None, str | None], list[ChangedFile]] = {}
@@ -120,22 +205,36 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
 
     want_head = sorted({h for h, _ in touched if h})
     want_base = sorted({b for _, b in touched if b})
-    all_recipes = report.kit_changed
+    all_recipes = bool(report.kit_files)  # which recipes call a changed kit class is known only after analysis
     head_report = _analyse(analyze, head_side, None if all_recipes else want_head)
     base_report = _analyse(analyze, base_side, None if all_recipes else want_base)
-    report.kit_changes = kit_changes(base_report.kit, head_report.kit, path_map)
+    report.kit_changes, report.kit_classes = kit_changes(base_report.kit, head_report.kit, path_map)
+    report.kit_changed = bool(report.kit_classes)
+    if report.kit_files and not report.kit_changed:
+        report.notes.append(
+            f"{', '.join(report.kit_files)} changed outside apply_model_compile: no recipe is in scope for the kit"
+        )
     heads = {r.name: r for r in head_report.recipes}
     bases = {r.name: r for r in base_report.recipes}
 
     if report.kit_changed:
+        changed = set(report.kit_classes)
+
+        def calls_changed(r: RecipeReport | None) -> bool:
+            return r is not None and r.compile_path != "none" and bool(changed & set(r.kits) or "?" in r.kits)
+
         for r in head_report.recipes:
             old = inverse.get(r.name, r.name)
-            b = bases.get(old)
-            if r.compile_path == "kit" or (b is not None and b.compile_path == "kit"):
+            if calls_changed(r) or calls_changed(bases.get(old)):
                 touched.setdefault((r.name, old if old in bases else None), [])
         for r in base_report.recipes:
-            if r.compile_path == "kit" and r.name not in renames and r.name not in heads:
+            if calls_changed(r) and r.name not in renames and r.name not in heads:
                 touched.setdefault((None, r.name), [])
+        unknown = sorted(r.name for r in head_report.recipes if "?" in r.kits)
+        if unknown:
+            report.notes.append(
+                f"{', '.join(unknown)}: the kit class its compile calls is not known statically; in scope for any kit change"
+            )
 
     changed_lines = {f.path: set(f.lines) for f in files if f.change != "deleted"}
     base_findings: list[Finding] = list(base_report.findings)
@@ -180,6 +279,11 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
             report.notes.append(f"recipe {hname}: analysis found no recipe at head")
         diffs.append(d)
     report.recipes = diffs
+    if merge is not None:
+        for d in diffs:
+            own = {d.name, d.old_name} - {None}
+            d.conflicts = sorted(p for p in merge.conflicts if recipe_of(p) in own)
+            d.both_sides = any(recipe_of(p) in own for p in merge.both_sides)
 
     new, fixed, superseded, unchanged = split_findings(base_findings, head_findings, renames, path_map, changed_lines)
     report.new, report.fixed, report.superseded, report.unchanged = new, fixed, superseded, unchanged
@@ -197,3 +301,31 @@ def _review(repo: git.Repo, base: str | None, head: str | None, analyze: Analyze
                 setattr(by_recipe[recipe], attr, getattr(by_recipe[recipe], attr) + 1)
     report.exit_code = 1 if any(f.severity == "error" for f in new) else 0
     return report
+
+
+def _merge_view(merge: Merge) -> MergeView:
+    return MergeView(
+        target=merge.target,
+        target_commit=merge.target_commit,
+        merge_base=merge.merge_base,
+        ahead=merge.ahead,
+        clean=merge.clean,
+        conflicts=sorted(merge.conflicts),
+        both_sides=sorted({r for p in merge.both_sides if (r := recipe_of(p))}),
+    )
+
+
+def _both_sides(merge: Merge) -> str:
+    """What the target and the branch both changed since the merge base, recipe by recipe."""
+    recipes: dict[str, list[str]] = {}
+    shared: list[str] = []
+    for path in merge.both_sides:
+        name = recipe_of(path)
+        (recipes.setdefault(name, []) if name else shared).append(path)
+    parts = [
+        f"{name} ({len(paths)} file(s), {sum(p in merge.conflicts for p in paths)} conflicting)"
+        for name, paths in sorted(recipes.items())
+    ]
+    if shared:
+        parts.append(f"outside recipes {len(shared)} file(s), {sum(p in merge.conflicts for p in shared)} conflicting")
+    return "changed on both sides since the merge base: " + ("; ".join(parts) if parts else "nothing")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from model_compile.rules.base import Rule
-from model_compile.rules.config import (
-    ConfigNotWired,
-    EnabledWithoutIntent,
-    InvalidCompileValue,
+from model_compile.rules.config_intent import EnabledWithoutIntent
+from model_compile.rules.config_schema import (
+    ModelConfigForwardedWhole,
+    OlderFlatCompileConfig,
     SchemaLacksCompile,
     UntypedCompileChoice,
 )
+from model_compile.rules.config_values import CudaGraphModeUnsuited, InvalidCompileValue
+from model_compile.rules.config_wiring import ConfigNotWired, HardCodedCompileOption
 from model_compile.rules.path import (
     CompileOutsideKit,
     FallbackKindMismatch,
@@ -40,6 +42,10 @@ ALL_RULES: list[type[Rule]] = sorted(
         EnabledWithoutIntent,
         ConfigNotWired,
         UntypedCompileChoice,
+        OlderFlatCompileConfig,
+        HardCodedCompileOption,
+        CudaGraphModeUnsuited,
+        ModelConfigForwardedWhole,
         CompiledObjectNotReturned,
         PatchAfterCompile,
         FreezeAfterCompile,
@@ -55,6 +61,7 @@ ALL_RULES: list[type[Rule]] = sorted(
 )
 
 RULES_BY_ID = {r.id: r for r in ALL_RULES}
+SuppressionWithoutReason.known_ids = frozenset(RULES_BY_ID)
 
 
 def matching(pattern: str) -> list[str]:

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.repo import KeyReader, KitFacts, RepoFacts
 from model_compile.parse.documentation import yaml_lines
 from model_compile.parse.python import unparse
 from model_compile.rules.finding import Finding, Severity
@@ -65,6 +66,24 @@ class Rule:
         """The rule's findings on one recipe."""
         raise NotImplementedError
 
+    def check_kit(self, kit: KitFacts, repo: RepoFacts) -> Iterable[Finding]:
+        """The rule's findings on the shared kit's apply_model_compile (once per repository, not per recipe)."""
+        return ()
+
+    def kit_finding(self, kit: KitFacts, line: int, message: str, fix: str | None = None, *, what: str) -> Finding:
+        """A finding of this rule in the kit; its subject starts with `kit <Class>.apply_model_compile`, which
+        ties it to the recipes that call that class."""
+        return Finding(
+            rule=self.id,
+            severity=self.severity,
+            file=kit.file,
+            line=line,
+            message=message,
+            fix=fix or self.fix,
+            code=kit.call,
+            subject=f"{kit_subject(kit.class_name)} {what}".rstrip(),
+        )
+
     def finding(
         self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None, *, subject: str
     ) -> Finding:
@@ -83,6 +102,11 @@ class Rule:
         )
 
 
+def kit_subject(class_name: str) -> str:
+    """The subject prefix of a kit finding: `kit MLLMModelKit.apply_model_compile`."""
+    return f"kit {class_name}.apply_model_compile"
+
+
 def _source_line(ctx: RecipeContext, file: str, line: int) -> str:
     """The text of `file:line` in the recipe, each kind of file split into lines as it numbers them."""
     mod = ctx.modules.get(file)
@@ -99,7 +123,23 @@ def _source_line(ctx: RecipeContext, file: str, line: int) -> str:
 
 # -- shared predicates -----------------------------------------------------
 
-ENABLED_RE = re.compile(r"(^|\.)model\.compile\.enabled$")
+NO_KIT = "this repository has no model kit with apply_model_compile"
+
+
+def generate_hint(ctx: RecipeContext) -> str:
+    """The `generate` command that adds compile to this recipe, naming only what the repository has."""
+    path = ctx.loc.display_path
+    if ctx.repo.kit:
+        return f"model-compile generate {path} --path kit"
+    return f'model-compile generate {path} --path regional|submodule|graph-break|post-wrap --reason "..." ({NO_KIT})'
+
+
+ENABLED_KEY = "model.compile.enabled"
+
+
+@functools.lru_cache(maxsize=64)
+def _key_re(key: str) -> re.Pattern[str]:
+    return re.compile(r"(^|\.)" + re.escape(key) + "$")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,25 +160,28 @@ def _conjuncts(condition: str) -> tuple[ast.expr, ...]:
     return tuple(out)
 
 
-def _enabled_ref(e: ast.expr) -> bool:
+def _switch_ref(e: ast.expr, key: str) -> bool:
+    """`e` reads the switch `key` (`model.compile.enabled`; `model.compile` in the flat form): as an attribute
+    chain, through bool(), or as `getattr(<...>.model.compile, "enabled", ...)`."""
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "bool" and e.args:
         e = e.args[0]
+    parent, _, last = key.rpartition(".")
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) >= 2:
-        if isinstance(e.args[1], ast.Constant) and e.args[1].value == "enabled":
-            return bool(re.search(r"(^|\.)model\.compile$", unparse(e.args[0])))
-    return isinstance(e, (ast.Attribute, ast.Name)) and bool(ENABLED_RE.search(unparse(e)))
+        if isinstance(e.args[1], ast.Constant) and e.args[1].value == last:
+            return bool(_key_re(parent).search(unparse(e.args[0])))
+    return isinstance(e, (ast.Attribute, ast.Name)) and bool(_key_re(key).search(unparse(e)))
 
 
-def gate_state(event: Event) -> str:
-    """'gated' (by model.compile.enabled), 'inverted', or 'ungated'."""
+def gate_state(event: Event, key: str = ENABLED_KEY) -> str:
+    """'gated' (by the switch `key`), 'inverted', or 'ungated'."""
     state = "ungated"
     for cond in event.condition:
         for c in _conjuncts(cond):
-            if _enabled_ref(c):
+            if _switch_ref(c, key):
                 state = "gated" if state != "inverted" else state
-            elif isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.Not) and _enabled_ref(c.operand):
+            elif isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.Not) and _switch_ref(c.operand, key):
                 return "inverted"
-            elif isinstance(c, ast.Compare) and len(c.ops) == 1 and _enabled_ref(c.left):
+            elif isinstance(c, ast.Compare) and len(c.ops) == 1 and _switch_ref(c.left, key):
                 right = c.comparators[0]
                 if isinstance(right, ast.Constant) and isinstance(c.ops[0], (ast.Is, ast.Eq)):
                     if right.value is True:
@@ -219,3 +262,37 @@ def compile_events(ctx: RecipeContext, reachable: bool = True) -> tuple[tuple[in
             if e.kind == "compile" and (e.reachable or not reachable)
         )
     return ctx.memo[key]  # type: ignore[return-value]
+
+
+def _where(readers: list[KeyReader]) -> str:
+    first = readers[0]
+    more = f", +{len(readers) - 1} more" if len(readers) > 1 else ""
+    return f"{first.file}:{first.line}{more}"
+
+
+def orig_mod_effects(readers: list[KeyReader], before_wrap: bool | None) -> str:
+    """What an OptimizedModule's `_orig_mod.` prefix breaks in this repository, read from the code that saves and
+    unwraps the model (`before_wrap`: the compile sits before the distributed wrap; None: it depends on the recipe)."""
+    saves = [r for r in readers if r.kind == "module-save"]
+    unwraps = [r for r in readers if r.kind == "unwrap"]
+    dcp = [r for r in readers if r.kind == "dcp"]
+    parts: list[str] = []
+    if before_wrap is not False:
+        if saves:
+            parts.append(
+                f"checkpoints saved from the wrapped module's `.module.state_dict()` ({_where(saves)}) carry those keys"
+            )
+        if unwraps:
+            parts.append(
+                f'`getattr(model, "_orig_mod", model)` ({_where(unwraps)}) unwraps it only as the outermost module, '
+                "not inside the DDP/FSDP2 wrapper it is put under"
+            )
+        if parts and before_wrap is None:
+            parts[0] = "where a recipe compiles before its distributed wrap (the kit's placement), " + parts[0]
+    elif unwraps:
+        parts.append(f'`getattr(model, "_orig_mod", model)` ({_where(unwraps)}) unwraps it (compiled after the wrap)')
+    if dcp:
+        parts.append(f"get_model_state_dict ({_where(dcp)}) drops the prefix, so its checkpoints keep their keys")
+    if not parts:
+        return "no code of the repository that saves or unwraps the model was found to say what reads those names"
+    return "; ".join(parts)

@@ -6,10 +6,12 @@ import ast
 from collections.abc import Iterable
 
 from model_compile.ledger.classify import is_graph_break_call, is_graph_break_decorator
+from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
+from model_compile.ledger.repo import KitFacts, RepoFacts
 from model_compile.ledger.summary import code_shapes, fallback_doc, is_direct
-from model_compile.parse.python import unparse, walk
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, step_ref
+from model_compile.parse.python import PyModule, unparse, walk
+from model_compile.rules.base import NO_KIT, Example, Rule, call_subject, compile_events, orig_mod_effects, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 from model_compile.vocabulary import FALLBACK_KINDS
@@ -30,7 +32,10 @@ class CompileOutsideKit(Rule):
     id = "MC101"
     severity = "error"
     title = "compile outside the kit without a documented fallback"
-    what = "Flags a recipe-local `torch.compile` / `module.compile()` when no fallback is documented for it."
+    what = (
+        "Flags a recipe-local `torch.compile` / `module.compile()` when no fallback is documented for it. In a "
+        "repository without a model kit (no `apply_model_compile`), the message and fix say so and ask only for the note."
+    )
     why = (
         "The kit's apply_model_compile() is the one place that knows the model family's graph-break "
         "regions and compiles in place; recipe-local compile drifts from it. Exceptions (submodule scope, "
@@ -57,11 +62,18 @@ class CompileOutsideKit(Rule):
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for _, event, _ in compile_events(ctx):
             if is_direct(event) and fallback_doc(ctx, event) is None:
+                kit = bool(ctx.repo.kit)
                 yield self.finding(
                     ctx,
                     event.file,
                     event.line,
-                    f"{step_ref(event)} compiles {event.target or 'the model'} outside the kit and no fallback is documented",
+                    f"{step_ref(event)} compiles {event.target or 'the model'} "
+                    + ("outside the kit" if kit else f"in the recipe ({NO_KIT})")
+                    + " and no fallback is documented",
+                    fix=None
+                    if kit
+                    else "document the fallback it is: `# model-compile: <kind> - <reason>` at the compile "
+                    "(kind: submodule, graph-break, post-wrap or regional)",
                     subject=call_subject(event),
                 )
 
@@ -70,7 +82,11 @@ class UndocumentedGraphBreak(Rule):
     id = "MC102"
     severity = "warning"
     title = "undocumented graph-break region"
-    what = "Flags `torch.compiler.disable` / `torch._dynamo.disable` in recipe code without a graph-break note."
+    what = (
+        "Flags `torch.compiler.disable` / `torch._dynamo.disable` in recipe code without a graph-break note. A reason "
+        "written as a comment of a few words directly above the region, or above the `if` whose first statement it "
+        "is, counts as documented (no blank line between; a commented-out statement is no reason)."
+    )
     why = (
         "A disabled region runs eager inside a compiled model: it is a deliberate graph break that "
         "costs speed and hides code from the compiler. Reviewers need to know why it is there."
@@ -102,6 +118,28 @@ class UndocumentedGraphBreak(Rule):
             readme="# Example\n\n## Compile\n\nThe vision tower is a graph-break region: it calls .tolist() on the image grid sizes.\n",
             note="documented in the README",
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "if self.config.model.compile.enabled:\n"
+                "    # The vision encoder computes data-dependent sequence lengths that dynamo\n"
+                "    # cannot trace: run it eagerly.\n"
+                "    if hasattr(model, 'model') and hasattr(model.model, 'visual'):\n"
+                "        model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n",
+            ),
+            note="a prose reason right above the `if` that guards the region",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "# the tower calls .tolist() on grid sizes\n"
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)\n"
+                "if self.config.model.compile.enabled:\n",
+            ),
+            note="a prose reason right above the region",
+        ),
     ]
     INVALID = [
         Example(
@@ -118,6 +156,38 @@ class UndocumentedGraphBreak(Rule):
             },
             note="decorator in recipe model code",
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "# the tower calls .tolist() on grid sizes\n\n"
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)  # <- MC102\n"
+                "if self.config.model.compile.enabled:\n",
+            ),
+            note="the comment is separated from the region by a blank line",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "# model.model.visual.forward = model.model.visual.forward\n"
+                "model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)  # <- MC102\n"
+                "if self.config.model.compile.enabled:\n",
+            ),
+            note="a commented-out statement above is no reason",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                "if self.config.model.compile.enabled:\n",
+                "# Freeze the tower before anything else runs.\n"
+                "if self.config.model.freeze_vit:\n"
+                "    model.model.visual.requires_grad_(False)\n"
+                "    model.model.visual.forward = torch.compiler.disable(model.model.visual.forward)  # <- MC102\n"
+                "if self.config.model.compile.enabled:\n",
+            ),
+            note="prose above the `if`, but about the statement before the region",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -126,6 +196,7 @@ class UndocumentedGraphBreak(Rule):
         for path, mod in ctx.modules.items():
             if "disable" not in mod.text:
                 continue
+            heads = _statement_heads(mod.tree)
             for node in walk(mod.tree):
                 line = None
                 if isinstance(node, ast.Call):
@@ -142,6 +213,8 @@ class UndocumentedGraphBreak(Rule):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     if ctx.documented("graph-break", path, node.lineno):
                         continue
+                if _prose_reason(mod, heads.get(line, [line])):
+                    continue  # a reason written as a comment right above the region (or the `if` that guards it)
                 yield self.finding(
                     ctx,
                     path,
@@ -157,9 +230,11 @@ class TorchCompileWrapper(Rule):
     title = "torch.compile wrapper replaces the model"
     what = "Flags `x = torch.compile(module)` whose result is kept as the model or stored into it."
     why = (
-        "torch.compile(module) returns an OptimizedModule wrapper: every state_dict() key and parameter "
-        "name gains an `_orig_mod.` prefix, so checkpoints stop loading and FSDP auto-wrap no longer "
-        "sees the block classes. In-place `module.compile()` keeps names unchanged."
+        "torch.compile(module) returns an OptimizedModule wrapper: every state_dict() key and parameter name gains "
+        "an `_orig_mod.` prefix. What that breaks is read from the repository's code that saves and unwraps the "
+        "model, and the message names it: checkpoints saved from `module.state_dict()` (the DDP path) carry the "
+        'prefix, and unwrap helpers such as `getattr(model, "_orig_mod", model)` see it only as the outermost '
+        "module; DCP's get_model_state_dict drops it. In-place `module.compile()` keeps names unchanged."
     )
     example = "model = torch.compile(model, backend=cfg.backend, mode=cfg.mode)"
     use_instead = "model.compile(backend=cfg.backend, mode=cfg.mode)  # in place, keys unchanged"
@@ -199,16 +274,41 @@ class TorchCompileWrapper(Rule):
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
-        for _, event, _ in compile_events(ctx):
+        for _, event, events in compile_events(ctx):
             if event.compile_style == "wrapper" and event.replaces_model:
                 yield self.finding(
                     ctx,
                     event.file,
                     event.line,
                     f"{step_ref(event)} wraps {event.target or 'the module'} in an OptimizedModule: "
-                    "state_dict keys and parameter names gain `_orig_mod.`",
+                    "state_dict keys and parameter names gain `_orig_mod.`; "
+                    + orig_mod_effects(ctx.repo.key_readers, _before_wrap(event, events)),
+                    fix=None if ctx.repo.kit else "compile in place: `module.compile(backend=..., mode=...)`",
                     subject=call_subject(event),
                 )
+
+    def check_kit(self, kit: KitFacts, repo: RepoFacts) -> Iterable[Finding]:
+        if kit.in_place or kit.call_line is None:
+            return
+        yield self.kit_finding(
+            kit,
+            kit.call_line,
+            f"{kit.class_name}.apply_model_compile does not compile in place (`{_short(kit.call)}`): state_dict keys "
+            "and parameter names gain `_orig_mod.` in every recipe that calls it; "
+            + orig_mod_effects(repo.key_readers, None),
+            "use module.compile(backend=backend, mode=mode) inside the kit and return the module",
+            what="",
+        )
+
+
+def _before_wrap(event: Event, events: list[Event]) -> bool:
+    """A wrap of the same prepare_model() follows the compile (on a path that reaches it)."""
+    i = events.index(event)
+    return any(e.kind == "wrap" and e.reachable for e in events[i + 1 :])
+
+
+def _short(call: str, limit: int = 80) -> str:
+    return call if len(call) <= limit else call[: limit - 1] + "…"
 
 
 class FallbackKindMismatch(Rule):
@@ -259,3 +359,52 @@ def _region(node: ast.AST) -> str:
     if isinstance(node, ast.Call) and node.args:
         return unparse(node.args[0])
     return unparse(node)[:80]
+
+
+def _statement_heads(tree: ast.Module) -> dict[int, list[int]]:
+    """For each line that starts a statement: that line, then the first line of each enclosing block whose
+    first statement it is (`if ...:` above a `forward = torch.compiler.disable(...)`), innermost first."""
+    heads: dict[int, list[int]] = {}
+    todo: list[tuple[ast.AST, list[int]]] = [(tree, [])]
+    while todo:
+        node, above = todo.pop()
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block):
+                if not isinstance(stmt, ast.AST) or not hasattr(stmt, "lineno"):
+                    continue
+                first = stmt.lineno - len(getattr(stmt, "decorator_list", []) or [])
+                chain = [first, *above] if i == 0 and name == "body" and above else [first]
+                heads.setdefault(stmt.lineno, chain)
+                todo.append((stmt, chain if isinstance(stmt, _BLOCKS) else []))
+    return heads
+
+
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
+MIN_PROSE_WORDS = 3
+
+
+def _prose_reason(mod: PyModule, lines: list[int]) -> bool:
+    """A comment of a few words directly above one of `lines` (no blank line between, not a code line)."""
+    for line in lines:
+        words = 0
+        above = line - 1
+        while above >= 1 and mod.lines[above - 1].lstrip().startswith("#"):
+            text = mod.lines[above - 1].lstrip().lstrip("#").strip()
+            if not _looks_like_code(text):
+                words += len(text.split())
+            above -= 1
+        if words >= MIN_PROSE_WORDS:
+            return True
+    return False
+
+
+def _looks_like_code(text: str) -> bool:
+    """A commented-out statement (`# model.compile()`), not prose."""
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return bool(text) and not text.replace(" ", "").isalpha()

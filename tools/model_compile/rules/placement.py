@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, same_model, step_ref
 from model_compile.rules.finding import Finding
@@ -37,7 +38,9 @@ class CompiledObjectNotReturned(Rule):
     severity = "error"
     title = "compiled object is not the returned model"
     what = (
-        "Flags compile applied to a copy, to a model rebuilt afterwards, or a torch.compile result that is thrown away."
+        "Flags compile applied to a copy, to a model rebuilt afterwards, or a torch.compile result that is thrown away. "
+        "A second model the engine keeps (`self.teacher_model`, compiled in place or assigned back to itself) is not "
+        "flagged; `self.model` is no such place (the engine sets it from what prepare_model() returns)."
     )
     why = "Training uses what prepare_model() returns; compiling anything else costs compile time and changes nothing."
     example = "eval_model = copy.deepcopy(model)\neval_model.compile()\nreturn parallelize_model(model, ...)"
@@ -52,6 +55,17 @@ class CompiledObjectNotReturned(Rule):
                 "self.ema_model = copy.deepcopy(model)\nif self.config.model.compile.enabled:",
             ),
             note="a copy is kept, the returned model is compiled",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                _RETURN,
+                "self.teacher_model = copy.deepcopy(model)\n"
+                "if self.config.model.compile.enabled:\n"
+                "    self.teacher_model.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+                + _RETURN,
+            ),
+            note="a teacher kept on the engine for distillation, compiled in place beside the student",
         ),
     ]
     INVALID = [
@@ -76,6 +90,30 @@ class CompiledObjectNotReturned(Rule):
             ),
             note="model rebuilt after compile",
         ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                _RETURN,
+                "self.teacher_model = copy.deepcopy(model)\n"
+                "if self.config.model.compile.enabled:\n"
+                "    # model-compile: submodule - the teacher only\n"
+                "    teacher = torch.compile(self.teacher_model, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC301\n"
+                + _RETURN,
+            ),
+            note="the teacher's compiled result goes to a local that nothing keeps (near miss of the kept teacher)",
+        ),
+        Example(
+            body=replace_once(
+                CANONICAL_BODY,
+                _RETURN,
+                "if self.config.model.compile.enabled:\n"
+                "    shadow = copy.deepcopy(model)\n"
+                "    # model-compile: submodule - the copy only\n"
+                "    self.model = torch.compile(shadow, backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC301\n"
+                + _RETURN,
+            ),
+            note="stored on self.model, which the engine overwrites with what prepare_model() returns",
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
@@ -95,6 +133,7 @@ class CompiledObjectNotReturned(Rule):
                     ledger.returned_identity is not None
                     and e.model_identity is not None
                     and e.model_identity != ledger.returned_identity
+                    and kept_on_engine(e) is None
                 ):
                     yield self.finding(
                         ctx,
@@ -104,6 +143,19 @@ class CompiledObjectNotReturned(Rule):
                         "(a copy, or the model was rebuilt afterwards)",
                         subject=call_subject(e),
                     )
+
+
+def kept_on_engine(e: Event) -> str | None:
+    """`self.teacher_model` when a compile's result stays on the engine as a second model (a distillation
+    teacher, an EMA copy): compiled in place on that attribute, or its result assigned back to one. Not
+    `self.model`: the engine sets that from what prepare_model() returns."""
+    target = (e.target or "").removeprefix("each of ")
+    holder = e.kept_as if e.compile_style == "wrapper" else target
+    if holder is None or not holder.startswith("self.") or holder.split(".")[1] == "model":
+        return None
+    if e.compile_style == "wrapper" and e.kept_as != target:
+        return None  # the result went somewhere else than the model it compiles
+    return holder
 
 
 class _AfterCompile(Rule):

@@ -133,6 +133,34 @@ model:
     mode: default
 """
 
+# The older flat form: the switch is a bool on the model config, its choices sit beside it.
+FLAT_SCHEMA = replace_once(
+    SCHEMA,
+    "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n",
+    '    compile: bool = False\n    compile_backend: str = "inductor"\n    compile_mode: str = "default"\n',
+)
+FLAT_STAGE = replace_once(
+    STAGE,
+    "  compile:\n    enabled: false\n    backend: inductor\n    mode: default\n",
+    "  compile: false\n  compile_backend: inductor\n  compile_mode: default\n",
+)
+FLAT_BODY = replace_once(
+    CANONICAL_BODY,
+    "if self.config.model.compile.enabled:\n"
+    "    model = self.model_kit.apply_model_compile(\n"
+    "        model,\n"
+    "        backend=self.config.model.compile.backend,\n"
+    "        mode=self.config.model.compile.mode,\n"
+    "    )\n",
+    "if self.config.model.compile:\n"
+    "    model = self.model_kit.apply_model_compile(\n"
+    "        model,\n"
+    "        backend=self.config.model.compile_backend,\n"
+    "        mode=self.config.model.compile_mode,\n"
+    "    )\n",
+)
+
+
 MODEL_INIT = """\
 def patch_attention(model):
     return model

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from model_compile.ledger.recipe import RecipeContext
-from model_compile.rules.base import Example, Rule, compile_events
+from model_compile.rules.base import Example, Rule, compile_events, generate_hint
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import STAGE, engine_text, mark, replace_once
 
@@ -116,12 +116,12 @@ class NoCompileSupport(Rule):
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         if not ctx.ledgers or compile_events(ctx, reachable=False):
             return
-        if ctx.config.schema_.compile_class or any(s.has_compile for s in ctx.config.stages):
+        if ctx.config.form is not None:
             return
         ledger = ctx.ledgers[0]
         path = ctx.loc.display_path
-        fix = f"model-compile generate {path} --path kit"
-        if ctx.readme and KIT_OPT_OUT.search(ctx.readme):
+        fix = generate_hint(ctx)
+        if ctx.readme and KIT_OPT_OUT.search(ctx.readme) and ctx.repo.kit:
             fix = (
                 "its README says it does not use the kit: ask before adding it; a recipe-local compile is "
                 f'`model-compile generate {path} --path submodule --target <module> --reason "..."` '
@@ -187,11 +187,12 @@ class SuppressionWithoutReason(Rule):
         ),
     ]
 
-    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
-        from model_compile.rules import RULES_BY_ID
+    # every rule id of the catalogue: set by rules/__init__.py once ALL_RULES is built (no import back to it)
+    known_ids: frozenset[str] = frozenset()
 
+    def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         for s in ctx.suppressions:
-            unknown = [r for r in s.rules if r not in RULES_BY_ID]
+            unknown = [r for r in s.rules if r not in self.known_ids]
             if not s.rules:
                 problem = "names no rule"
             elif unknown:

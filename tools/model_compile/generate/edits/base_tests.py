@@ -1,7 +1,7 @@
 """The recipe's own base tests, when it has none: `tests/conftest.py`, `test_structure.py`, `test_smoke.py`.
 
 - `conftest.py` is rendered from templates/recipe_base/conftest.py.j2 with the
-  option set its sibling recipes register (read statically, parse/test_options.py):
+  option set its sibling recipes register (read statically, parse/recipe_test_options.py):
   `--world-size` defaulting to what the stage's `parallel.mesh` needs,
   `--config-name`, a repeatable `--config-override`, and the siblings' opt-in
   smoke switch (`--run-smoke`) where they gate a multi-rank smoke with one.
@@ -28,7 +28,7 @@ import libcst as cst
 from model_compile import templating
 from model_compile.generate.edits.cst_util import assigned_name
 from model_compile.generate.edits.import_order import insert_import
-from model_compile.parse import test_options
+from model_compile.parse import recipe_test_options
 from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
 
@@ -94,13 +94,13 @@ def sibling_options(recipe: Path, root: Path) -> SiblingOptions:
     for sibling in sorted(p for p in recipe.parent.iterdir() if p.is_dir() and p.resolve() != recipe.resolve()):
         if not (sibling / "tests" / "conftest.py").is_file() or not (sibling / "configs").is_dir():
             continue
-        conv = test_options.read(sibling, root)
+        conv = recipe_test_options.read(sibling, root)
         out.conftests += 1
         flags = [f for f in conv.opt_in_flags("smoke") if "smoke" in f or f.startswith("--run")]
         if flags:
             out.flagged += 1
             names[flags[0]] += 1
-            default = conv.default_of(test_options.WORLD_SIZE)
+            default = conv.default_of(recipe_test_options.WORLD_SIZE)
             if isinstance(default, int) and default > 1:
                 out.flagged_multi_rank += 1
     if names:
@@ -152,14 +152,47 @@ def drop_instructions(docstring: str, recipe_name: str) -> str:
     return "\n\n".join([head, *kept]) + ("\n" if body.endswith("\n") else "")
 
 
-class _Fill(cst.CSTTransformer):
-    """Fill placeholders and constants; wire test_smoke to the conftest fixtures when `wire`."""
+# A helper that refuses to run distributed on a CPU device (`if get_device(...).type == "cpu": raise ...`).
+_CPU_REFUSAL = re.compile(r"""\.type\s*==\s*["']cpu["'][^\n]*:\s*\n\s*raise\b""")
+ACCELERATOR_CHECK = '''
 
-    def __init__(self, recipe_name: str, values: dict[str, str], wire: bool, smoke_flag: str | None) -> None:
+def _has_accelerator() -> bool:
+    """A GPU or an NPU here: the smoke helper refuses a CPU-only machine."""
+    import importlib.util
+
+    import torch
+
+    return torch.cuda.is_available() or importlib.util.find_spec("torch_npu") is not None
+'''
+
+
+def helper_refuses_cpu(template: str, root: Path) -> str | None:
+    """The module a smoke template imports its helpers from, when it refuses a CPU-only machine (read statically:
+    a `.type == "cpu"` test followed by a raise), as `pkg/testing/utils.py`; else None."""
+    for module in re.findall(r"^from\s+([\w.]+)\s+import", template, re.M):
+        path = root / (module.replace(".", "/") + ".py")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if _CPU_REFUSAL.search(text):
+            return path.relative_to(root).as_posix()
+    return None
+
+
+class _Fill(cst.CSTTransformer):
+    """Fill placeholders and constants; wire test_smoke to the conftest fixtures when `wire`; gate it by the
+    siblings' switch (`smoke_flag`) or, where the helper refuses a CPU-only machine, by an accelerator check."""
+
+    def __init__(
+        self, recipe_name: str, values: dict[str, str], wire: bool, smoke_flag: str | None, accelerator: bool = False
+    ) -> None:
         self.recipe_name = recipe_name
         self.values = values  # constant name -> Python source of its value
         self.wire = wire
         self.smoke_flag = smoke_flag
+        self.accelerator = accelerator and smoke_flag is None
+        self.gated = False
         self.in_smoke = False
         self.wired = False
 
@@ -213,6 +246,8 @@ class _Fill(cst.CSTTransformer):
         return updated
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if original.name.value == "test_smoke" and not self.wire and self.accelerator:
+            return self._gate(updated)
         if original.name.value != "test_smoke" or not self.in_smoke:
             return updated
         self.in_smoke = False
@@ -245,7 +280,23 @@ class _Fill(cst.CSTTransformer):
             after = doc + 1
             if after < len(body) and isinstance(body[after], cst.SimpleStatementLine):
                 body[after] = body[after].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        return updated.with_changes(params=params, body=updated.body.with_changes(body=body))
+        updated = updated.with_changes(params=params, body=updated.body.with_changes(body=body))
+        return self._gate(updated) if self.accelerator else updated
+
+    def _gate(self, fn: cst.FunctionDef) -> cst.FunctionDef:
+        """`pytest.skip` first in test_smoke when this machine has no GPU or NPU (the helper would refuse it)."""
+        self.gated = True
+        body = list(fn.body.body)
+        doc = 1 if body and _docstring(body[0]) is not None else 0
+        skip = cst.parse_statement(
+            "if not _has_accelerator():\n"
+            f'    pytest.skip("the {self.recipe_name} smoke test needs a GPU or an NPU (its helper refuses a CPU-only '
+            'machine)")\n'
+        )
+        body.insert(doc, skip)
+        if doc + 1 < len(body) and isinstance(body[doc + 1], cst.SimpleStatementLine):
+            body[doc + 1] = body[doc + 1].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        return fn.with_changes(body=fn.body.with_changes(body=body))
 
 
 def _docstring(stmt: cst.CSTNode) -> str | None:
@@ -275,6 +326,7 @@ def fill_template(
     wire: bool,
     smoke_flag: str | None,
     root: Path | None = None,
+    accelerator: bool = False,
 ) -> Filled:
     """The repository's test template made the recipe's own file (see the module docstring)."""
     values = {"CONFIG_NAME": f'"{config_name}"', "WORLD_SIZE": str(world_size)}
@@ -288,8 +340,11 @@ def fill_template(
         if config_class:
             out = out.replace("<RecipeConfigClass>", config_class)
         return Filled(out, False, sorted(set(re.findall(r"<[A-Za-z_]+>", out))))
-    fill = _Fill(recipe_name, values, wire, smoke_flag)
+    fill = _Fill(recipe_name, values, wire, smoke_flag, accelerator)
     code = module.visit(fill).code
-    if fill.wired and smoke_flag and not re.search(r"^import pytest$", code, re.M):
+    if fill.gated:  # the check sits before the first test function
+        at = code.index("\ndef test_smoke") if "\ndef test_smoke" in code else len(code)
+        code = code[:at].rstrip("\n") + "\n\n\n" + ACCELERATOR_CHECK.strip("\n") + "\n\n" + code[at:]
+    if ((fill.wired and smoke_flag) or fill.gated) and not re.search(r"^import pytest$", code, re.M):
         code = insert_import(code, "pytest", None, root=root)
     return Filled(code, fill.wired, sorted(set(re.findall(r"<[A-Za-z_]+>", code))))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
+import textwrap
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from model_compile import templating
@@ -99,12 +100,21 @@ class Renderer:
         eager: list[str] | None = None,
         commands: dict[str, str] | None = None,
         enabled_default: str = "False",
+        line_length: int = 120,
     ) -> str:
         """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax
-        (`enabled_default`: the schema's default of `model.compile.enabled`, as its source text)."""
+        (`enabled_default`: the schema's default of `model.compile.enabled`, as its source text), every line
+        within the repository's line length."""
         cmds = commands or {}
-        return self.render(
+        stage_file = cmds.get("stage_file", "configs/<stage>.yaml")
+        stage = PurePosixPath(stage_file)
+        enable = (
+            f"model-compile generate {stage.parent.parent} --enable {stage.stem} "
+            '--reason "<why compile is on in this stage>" --write'
+        )
+        text = self.render(
             "readme/compile_section.md.j2",
+            enable_command=enable,
             enabled_default=enabled_default,
             hashes=hashes,
             kind=kind,
@@ -115,8 +125,9 @@ class Renderer:
             launch_command=cmds.get("launch", ""),
             test_command=cmds.get("tests", ""),
             tests_note=cmds.get("tests_note", ""),
-            stage_file=cmds.get("stage_file", "configs/<stage>.yaml"),
+            stage_file=stage_file,
         )
+        return wrap_markdown(text, line_length)
 
 
 _CALL = re.compile(r"^(?P<ws>[ \t]*)(?P<head>[^#\n]*\()(?P<args>[^()\n]*)\)(?P<tail>[ \t]*)$")
@@ -138,3 +149,50 @@ def fit_calls(block: str, indent: int, line_length: int) -> str:
         out.extend(f"{ws}    {a},{end}" for a in args)
         out.append(f"{ws}){end}")
     return "".join(out)
+
+
+def wrap_markdown(text: str, width: int) -> str:
+    """Markdown with every line within `width`: prose and list items wrapped at spaces (a list item's
+    continuation indented under its text), a long shell command in a ```bash block split with `\\`
+    continuations at its arguments; headings and other code blocks as they are."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+            out.append(line)
+            continue
+        if len(line) <= width or line.startswith("#"):
+            out.append(line)
+        elif fence in ("bash", "sh", "shell"):
+            out.extend(_split_command(line, width))
+        elif fence is None:
+            lead = "  " if line.startswith("- ") else ""
+            # a code span is never split: its spaces are held while wrapping
+            held = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), line)
+            wrapped = textwrap.wrap(held, width, subsequent_indent=lead, break_long_words=False, break_on_hyphens=False)
+            out.extend(w.replace("\0", " ") for w in wrapped or [held])
+        else:
+            out.append(line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def _split_command(line: str, width: int) -> list[str]:
+    """`cmd --a x --b y` as lines ending in ` \\`, continuations indented by two spaces (as READMEs write them), at option boundaries."""
+    tokens = line.split(" ")
+    words: list[str] = []
+    for token in tokens:  # an option and its value stay on one line
+        if words and words[-1].startswith("-") and " " not in words[-1] and not token.startswith("-"):
+            words[-1] += " " + token
+        else:
+            words.append(token)
+    lines: list[str] = []
+    current = words[0]
+    for word in words[1:]:
+        if len(current) + 1 + len(word) + 2 > width and current.strip():
+            lines.append(current + " \\")
+            current = "  " + word
+        else:
+            current += " " + word
+    lines.append(current)
+    return lines

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from model_compile.discover.recipes import repo_root_of
 from model_compile.discover.tree import read_regular
@@ -66,6 +67,11 @@ def find_recipe_files(recipe: Path) -> RecipeFiles:
         stages=stages,
         readme=recipe / "README.md",
     )
+
+
+def read_text(path: Path) -> str:
+    """Text of a regular file within the default size cap, else ""."""
+    return _read(path)
 
 
 def _read(path: Path) -> str:
@@ -173,8 +179,18 @@ class ModelLayout:
         return False if self.exact else None
 
 
+# Checkpoints a stage YAML names (`Qwen/Qwen3-8B-Base`, `./pretrained/Qwen3-VL-8B-...`): the class a hub loader
+# builds from them, for a recipe whose code names no model class (it builds through a kit's AutoModel call).
+HUB_VLM = re.compile(r"Qwen(?:2|2\.5|3)-VL", re.I)
+HUB_CAUSAL_LM = re.compile(r"\b(?:Qwen(?:2|2\.5|3)|Llama-?\d|Mistral)-(?!VL)[\w.-]*", re.I)
+_PRETRAINED = re.compile(
+    r"^\s*(?:pretrained_model_name_or_path|model_name_or_path|pretrained):\s*[\"']?([^\"'#\s]+)", re.M
+)
+
+
 def model_layout(files: RecipeFiles) -> ModelLayout | None:
-    """The layout of the model the recipe builds, from the class names its model code uses."""
+    """The layout of the model the recipe builds, from the class names its model code uses, else from the
+    checkpoint its stage YAMLs name."""
     text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
     for pattern, targets, modules in KNOWN_LAYOUTS:
         m = re.search(pattern, text)
@@ -186,7 +202,38 @@ def model_layout(files: RecipeFiles) -> ModelLayout | None:
         return ModelLayout(
             "Qwen-style VLM", "Qwen-style VLM layout found in the recipe's model code", VLM_LAYOUT, VLM_MODULES, False
         )
+    for stage in files.stages:
+        for checkpoint in _PRETRAINED.findall(_read(stage)):
+            if HUB_VLM.search(checkpoint):
+                why = f"Qwen-style VLM checkpoint `{checkpoint}` in {stage.name}"
+                return ModelLayout("Qwen-style VLM", why, VLM_LAYOUT, VLM_MODULES, False)
+            if HUB_CAUSAL_LM.search(checkpoint):
+                _, targets, modules = KNOWN_LAYOUTS[1]
+                why = f"causal LM checkpoint `{checkpoint}` in {stage.name} (a Hugging Face *ForCausalLM)"
+                return ModelLayout("causal LM", why, targets, modules, True)
     return None
+
+
+ModelKind = Literal["vision-language", "text", "vision"]
+_VISION_WORDS = re.compile(r"pixel_values|image_grid_thw|\bimages?\b|vision", re.I)
+
+
+def model_kind(files: RecipeFiles) -> tuple[ModelKind, str]:
+    """What the recipe's model takes in, statically: a vision-language model, a text model, or an image model;
+    with why. A model whose code and configs name no vision part is a text model."""
+    layout = model_layout(files)
+    if layout is not None:
+        if layout.name == "Qwen-style VLM":
+            return "vision-language", layout.why
+        if "ForCausalLM" in layout.name or layout.name == "causal LM":
+            return "text", layout.why
+        return "vision", layout.why
+    paths = [p for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts] + list(files.stages)
+    for path in paths:
+        m = _VISION_WORDS.search(_read(path))
+        if m:
+            return "vision-language", f"`{m.group(0)}` in {files.rel(path)}"
+    return "text", "its model code and stage YAMLs name no image or vision input"
 
 
 @dataclass

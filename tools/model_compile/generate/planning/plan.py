@@ -9,33 +9,41 @@ from pathlib import Path
 import libcst as cst
 
 from model_compile import templating
-from model_compile.analyze import analyze_path
 from model_compile.errors import InputError
-from model_compile.findings.models import RecipeReport
 from model_compile.generate.edits import engine_edit
-from model_compile.generate.edits.base_tests import world_size
 from model_compile.generate.edits.import_order import insert_import
 from model_compile.generate.edits.readme_edit import edit_readme
-from model_compile.generate.edits.schema_edit import edit_schema, model_classes
+from model_compile.generate.edits.recipe_test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
+from model_compile.generate.edits.schema_edit import edit_schema
 from model_compile.generate.edits.snippets import Renderer
-from model_compile.generate.edits.test_files import missing_recipe_tests, plan_skill_tests, recipe_test_files
 from model_compile.generate.edits.yaml_edit import edit_stage
 from model_compile.generate.planning import guard, locate
+from model_compile.generate.planning.forwarding import exclude_compile
+from model_compile.generate.planning.inputs import (
+    choose_kit,
+    compile_class,
+    kit_of,
+    kit_scope,
+    missing_parity_hooks,
+    present_regions,
+    recipe_ledgers,
+    recipe_report,
+    recipe_tests_context,
+    root_config_class,
+    run_stage,
+)
 from model_compile.generate.planning.options import Options
-from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes, stage_options
+from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes
 from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
 from model_compile.generate.style.formatting import Formatter, format_changes
-from model_compile.generate.style.repo_style import RepoStyle, read_style
-from model_compile.generate.style.repo_text import RepoText, body_indent, read_repo_text, run_commands, wrap_reason
-from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions, planned_scope
-from model_compile.ledger.models import Ledger
-from model_compile.ledger.repo import KitFacts
-from model_compile.parse import test_options
+from model_compile.generate.style.repo_style import read_style
+from model_compile.generate.style.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
+from model_compile.ledger.compiled_scope import planned_scope
+from model_compile.parse import recipe_test_options
 from model_compile.parse.documentation import kit_avoidance
-from model_compile.parse.models import StageFacts
 from model_compile.parse.stages import stage_facts
-from model_compile.recipe_tests import default_context, planned_recipe_tests
+from model_compile.recipe_tests import planned_recipe_tests
 
 
 @dataclass
@@ -151,12 +159,14 @@ def build_plan(opts: Options) -> Plan:
         kit_init = kit_attr_stmt = None
         kit_import = None
         if opts.path == "kit" and kit_attr is None:
-            found = locate.find_kit_import(files.root)
-            if found is None:
+            picked = choose_kit(files, kits)
+            if picked is None:
                 raise InputError(
-                    f"no {locate.KIT_CLASS} class in the repository at {files.root}; "
+                    f"no model kit class (one defining apply_model_compile) in the repository at {files.root}; "
                     "use a fallback: --path submodule|graph-break|regional|post-wrap --reason TEXT"
                 )
+            found = picked.found
+            plan.notes.append(f"kit class: {picked.why}")
             kit_attr = "self.model_kit"
             kit_import = (found.module, found.name)
             base = conventions.base_init(files.root, path, fx.class_name)
@@ -209,19 +219,33 @@ def build_plan(opts: Options) -> Plan:
     res = edit_schema(
         schema_text,
         root_hint=first.config_class,
-        render_class=lambda name, base, cfg: _compile_class(r, files, style, name, base, cfg, opts),
+        render_class=lambda name, base, cfg: compile_class(r, files, style, name, base, cfg, opts),
         render_field=r.compile_field,
         filename=files.rel(files.schema),
     )
     plan.notes.extend(res.notes)
     plan.changes.append(FileChange(files.schema, files.rel(files.schema), schema_text, res.code))
 
+    # a builder that spreads the whole model config into the model's own config must not hand it `compile`
+    so_far = {c.rel: c for c in plan.changes}
+    edits, notes = exclude_compile(
+        files.root,
+        files.rel(files.recipe),
+        lambda rel: so_far[rel].new if rel in so_far else _read(files.root / rel),
+    )
+    plan.notes.extend(notes)
+    for rel, text in edits.items():
+        if rel in so_far:
+            so_far[rel].new = text
+        else:
+            plan.changes.append(FileChange(files.root / rel, rel, _read(files.root / rel), text))
+
     # the recipe's missing base tests (and the conftest.py its new smoke test takes options from)
-    root_class = _root_config_class(schema_text, first.config_class)
+    root_class = root_config_class(schema_text, first.config_class)
     stage_path = next((p for p in files.stages if p.stem == stage_name), None)
     base_files = recipe_test_files(files.recipe, files.root, root_class, files.rel, stage=stage_path, override=override)
     if base_files.conftest is not None:  # the commands take the options the planned conftest.py registers
-        planned = test_options.read_text(base_files.conftest, files.rel(files.recipe / "tests" / "conftest.py"))
+        planned = recipe_test_options.read_text(base_files.conftest, files.rel(files.recipe / "tests" / "conftest.py"))
         for name, option in repo_text.test_options.options.items():  # the conftest.py files above it still load
             planned.options.setdefault(name, option)
         planned.dynamic += repo_text.test_options.dynamic
@@ -229,8 +253,8 @@ def build_plan(opts: Options) -> Plan:
     if "test_smoke.py" in {p.name for p in base_files.files}:
         repo_text.has_smoke_test = True
     facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}  # as on disk now
-    run_stage, run_options = _run_stage(files, facts, repo_text, stage_name)
-    commands = run_commands(files, repo_text, run_stage, run_options)
+    run_name, run_options = run_stage(files, facts, repo_text, stage_name)
+    commands = run_commands(files, repo_text, run_name, run_options)
 
     # 3. stage YAMLs
     for stage in files.stages:
@@ -248,12 +272,20 @@ def build_plan(opts: Options) -> Plan:
         for lg in lgs.values()
         for e in lg.of("patch")
     ]
+    # the kit class this recipe calls (the one added, or its own): only its regions are the recipe's
+    called = kit_import[1] if kit_import else (report.kits[0] if report is not None and report.kits else None)
+    layout = locate.model_layout(files)
     if opts.path == "kit":
-        scope = kit_scope(
-            model_var, _kit_of(kits, kit_import), locate.model_layout(files), list(dict.fromkeys(patches))
-        )
+        scope = kit_scope(model_var, kit_of(kits, called), layout, list(dict.fromkeys(patches)))
     else:
-        scope = planned_scope(opts.path, readme_target, model_var, list(dict.fromkeys(patches)), kits)
+        recipe_kits = [k for k in kits if k.class_name == called]
+        scope = planned_scope(
+            opts.path,
+            readme_target,
+            model_var,
+            list(dict.fromkeys(patches)),
+            present_regions(recipe_kits, model_var, layout),
+        )
     declared = report.config.schema_.fields.get("enabled") if report is not None else None
     # the schema's own default when it declares `enabled` already; else the one generate writes (false)
     default = declared.default_text if declared is not None and declared.present and declared.default_text else "False"
@@ -268,6 +300,7 @@ def build_plan(opts: Options) -> Plan:
             eager=scope.eager,
             commands=commands,
             enabled_default=default,
+            line_length=repo_text.line_length,
         ),
     )
     if new != old:
@@ -275,9 +308,9 @@ def build_plan(opts: Options) -> Plan:
     plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    context = recipe_tests_context(files, opts, plan, first, style, root_class)
+    context = recipe_tests_context(files, opts, plan.target, first, style, root_class)
     rendered = planned_recipe_tests(context, override)
-    missing_hooks = _missing_parity_hooks(files, first_path, first.class_name)
+    missing_hooks = missing_parity_hooks(files, first_path, first.class_name)
     if missing_hooks:  # a parity test that calls what the engine lacks would only fail: say so instead
         rendered = {k: v for k, v in rendered.items() if not k.endswith("test_compile_parity.py")}
         plan.notes.append(
@@ -315,139 +348,6 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
-
-
-def _run_stage(
-    files: locate.RecipeFiles, facts: dict[str, StageFacts], text: RepoText, default: str
-) -> tuple[str, list[str]]:
-    """The stage the README's and the notes' commands run, and the smoke options it needs: the first stage
-    that enables compile today (a stage3-only change runs stage3, on its mesh's world size), else `default`."""
-    enabled = sorted(name for name, f in facts.items() if f.static_value("enabled")[1] is True)
-    if not enabled or default in enabled:
-        return default, []
-    return enabled[0], stage_options(text.test_options, enabled[0], world_size(facts[enabled[0]]))
-
-
-def _kit_of(kits: list[KitFacts], added: tuple[str, str] | None) -> KitFacts | None:
-    """The kit class the engine calls: the one generate adds, else the repository's model kit."""
-    name = added[1] if added else locate.KIT_CLASS
-    return next((k for k in kits if k.class_name == name), kits[0] if kits else None)
-
-
-def kit_scope(
-    model_var: str, kit: KitFacts | None, layout: locate.ModelLayout | None, patches: list[str]
-) -> CompiledScope:
-    """What the kit will compile for this model: the whole model minus the regions the kit disables, each
-    only when the model has it - dropped where the model's layout shows it has none, hedged where the
-    tool cannot tell (the kit tests for it at run time)."""
-    minus: list[str] = []
-    hedged: list[str] = []
-    for region in kit.disables if kit else []:
-        path = model_var + region[len(kit.model_param) :] if kit and region.startswith(kit.model_param) else region
-        rel = path[len(model_var) + 1 :] if path.startswith(model_var + ".") else path
-        present = layout.has(rel) if layout is not None else None
-        guarded = kit is not None and region in kit.found_by
-        if present is False and guarded:
-            continue  # the kit checks for it, and this model has none: nothing is disabled
-        minus.append(path)
-        if present is None and guarded:
-            hedged.append(path)
-    part = ScopePart(kind="whole-model", module=model_var, pattern="", minus=minus, when_present=hedged, via="kit")
-    return CompiledScope(
-        model=model_var, parts=[part], eager=eager_regions([part], model_var, patches), patterns=[""], patches=patches
-    )
-
-
-PARITY_HOOKS = ("get_batch", "compute_loss")  # what templates/recipe_tests/test_compile_parity.py.j2 calls
-
-
-def _missing_parity_hooks(files: locate.RecipeFiles, engine_file: Path, class_name: str) -> list[str]:
-    """The parity template's engine hooks the engine class does not define or inherit (statically)."""
-    methods = conventions.engine_methods(files.root, engine_file, class_name)
-    if methods is None:  # a base we cannot read: assume the hooks may be there
-        return []
-    return [name for name in PARITY_HOOKS if name not in methods]
-
-
-def _compile_class(
-    r: Renderer, files: locate.RecipeFiles, style: RepoStyle, name: str, base: str, cfg: str | None, opts: Options
-) -> str:
-    """The compile config class, with the docstring sibling recipes give theirs, in the repo's style."""
-    return r.compile_class(
-        name,
-        base,
-        cfg,
-        opts.backend,
-        opts.mode,
-        docstring=conventions.compile_class_docstring(files.root, files.recipe, name),
-        line_length=style.line_length,
-        quote=style.quote,
-    )
-
-
-def _root_config_class(schema_text: str, hint: str | None) -> str | None:
-    try:
-        return model_classes(cst.parse_module(schema_text), hint)[0]
-    except (InputError, cst.ParserSyntaxError):
-        return hint
-
-
-def recipe_report(recipe: Path) -> tuple[RecipeReport | None, list[KitFacts]]:
-    """The static review of the recipe (its ledgers, compile path, findings) and the repository's kit facts."""
-    report = analyze_path(recipe)
-    return (report.recipes[0] if report.recipes else None), report.kit
-
-
-def recipe_ledgers(rec: RecipeReport | None) -> dict[str, dict[str, Ledger]]:
-    """The static analysis' ledgers of the recipe: {engine file relative to the recipe: {class: ledger}}.
-
-    The ledger is the one model of prepare_model() (branches, aliases, helpers,
-    early returns): the engine edit takes what to remove and where to insert from it.
-    """
-    out: dict[str, dict[str, Ledger]] = {}
-    for ledger in rec.ledger if rec is not None else []:
-        out.setdefault(ledger.file, {})[ledger.engine_class] = ledger
-    return out
-
-
-def _dotted(files: locate.RecipeFiles, path: Path) -> str:
-    return ".".join(Path(files.rel(path)).with_suffix("").parts)
-
-
-def recipe_tests_context(
-    files: locate.RecipeFiles,
-    opts: Options,
-    plan: Plan,
-    fx: engine_edit.EngineFacts,
-    style: RepoStyle,
-    root_class: str | None,
-) -> dict:
-    """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
-    compile_path = requested_path(opts.path)
-    model_var = fx.model_var
-    rel = plan.target[len(model_var) + 1 :] if plan.target.startswith(model_var + ".") else ""
-    patterns = {
-        "kit": [""],
-        "graph-break": [""],
-        "post-wrap": [""],
-        "submodule": [rel],
-        "regional": [f"{rel}.*" if rel else "*"],
-    }[opts.path]
-    overrides = {
-        "target": plan.target,
-        "target_patterns": patterns,
-        "recipe_package": ".".join(Path(files.rel(files.recipe)).parts),
-        "engine_module": _dotted(files, files.engines[0]),
-        "engine_class": fx.class_name,
-        "line_length": style.line_length,
-        "quote": style.quote,
-    }
-    if root_class:
-        overrides["config_class"] = root_class
-    stems = [p.stem for p in files.stages]
-    if stems:
-        overrides["config_name"] = "train" if "train" in stems else stems[0]
-    return default_context(files.recipe.name, compile_path, **overrides)
 
 
 def _check_python(plan: Plan) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from model_compile.generate.edits.base_tests import WorldSize, world_size
 from model_compile.generate.planning import locate
 from model_compile.generate.style.repo_text import COMPILE_ON, RepoText, smoke_command
-from model_compile.parse import test_options
+from model_compile.parse import recipe_test_options
 from model_compile.parse.models import StageFacts
 
 WHOLE_MODEL_PATHS = ("kit", "direct", "fallback:post-wrap", "fallback:graph-break")
@@ -49,14 +49,14 @@ def sharding_notes(
     return out
 
 
-def stage_options(conv: test_options.Conventions, stage: str, world: WorldSize) -> list[str]:
+def stage_options(conv: recipe_test_options.Conventions, stage: str, world: WorldSize) -> list[str]:
     """What the smoke test needs to run `stage`: `--config-name` and `--world-size` (its mesh's), each only
     when the recipe's conftest.py registers it."""
     options: list[str] = []
-    if conv.registers(test_options.CONFIG_NAME):
-        options += [test_options.CONFIG_NAME, stage]
-    if conv.registers(test_options.WORLD_SIZE):
-        options += [test_options.WORLD_SIZE, str(world.size)]
+    if conv.registers(recipe_test_options.CONFIG_NAME):
+        options += [recipe_test_options.CONFIG_NAME, stage]
+    if conv.registers(recipe_test_options.WORLD_SIZE):
+        options += [recipe_test_options.WORLD_SIZE, str(world.size)]
     return options
 
 
@@ -77,7 +77,7 @@ def smoke_commands(
     for stage in stages:
         world = world_size(facts[stage])
         where = f"{stage}: {world.size} rank(s), {world.why}"
-        if not conv.registers(test_options.CONFIG_NAME) and conv.smoke_config_name not in (None, stage):
+        if not conv.registers(recipe_test_options.CONFIG_NAME) and conv.smoke_config_name not in (None, stage):
             where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
         out.append(f"{smoke_command(recipe, conv, [*stage_options(conv, stage, world), *(extra or [])])}  # {where}")
     return out
@@ -88,6 +88,6 @@ def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFact
     where a compile path's placement around sharding matters, each on its mesh's world size (empty
     without such a stage, a smoke test, or a --config-override option)."""
     sharded = sorted(s for s in facts if facts[s].wrapping == "fsdp2")
-    if not sharded or not text.test_options.registers(test_options.CONFIG_OVERRIDE):
+    if not sharded or not text.test_options.registers(recipe_test_options.CONFIG_OVERRIDE):
         return []
-    return smoke_commands(files, sharded, facts, text, [test_options.CONFIG_OVERRIDE, COMPILE_ON])
+    return smoke_commands(files, sharded, facts, text, [recipe_test_options.CONFIG_OVERRIDE, COMPILE_ON])

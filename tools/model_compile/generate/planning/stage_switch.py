@@ -24,12 +24,13 @@ import yaml
 
 from model_compile.errors import InputError
 from model_compile.generate.planning import guard, locate
-from model_compile.generate.planning.plan import FileChange, Plan, recipe_report
+from model_compile.generate.planning.inputs import recipe_report
+from model_compile.generate.planning.plan import FileChange, Plan
 from model_compile.generate.planning.sharding import sharding_notes, smoke_commands
 from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse.documentation import parse_comment
 from model_compile.parse.stages import mapping_child, stage_facts
-from model_compile.vocabulary import BACKENDS, MODES
+from model_compile.vocabulary import BACKENDS, CUDA_GRAPH_MODES, MODES
 
 INTENT = "model-compile: enabled"
 
@@ -176,9 +177,6 @@ def _not_compiling(files: locate.RecipeFiles) -> str:
     return f'model-compile generate {recipe} --path regional --reason "..." --write'
 
 
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch._inductor.list_mode_options: triton.cudagraphs
-
-
 def build_stage_plan(opts: StageOptions) -> StagePlan:
     """Every stage edit in memory, the smoke commands for those stages, and what sharding means for them."""
     opts.check()
@@ -194,6 +192,13 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
     path = report.compile_path if report is not None else "none"
     texts = {s: guard.read_source(by_name[s], files.rel(by_name[s]), None, None) for s in asked}
     facts = {s: stage_facts(texts[s], files.rel(by_name[s]), s) for s in asked}
+    flat = [s for s in asked if facts[s].form == "flat"]
+    if flat:
+        raise InputError(
+            f"{files.rel(files.recipe)}: stage {', '.join(flat)} sets the older flat `model.compile: <bool>` (MC206); "
+            "--enable/--disable edit the `model.compile` section only: migrate the recipe first, or set "
+            "`compile: true` with `# model-compile: enabled - <reason>` by hand"
+        )
     lacking = [s for s in asked if not facts[s].has_compile]
     if path == "none" or lacking:
         what = (

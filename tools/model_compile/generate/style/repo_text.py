@@ -1,7 +1,7 @@
 """Generated text that fits the target repository.
 
 Reads (statically) the repo's line length (generate/style/repo_style.py), its launch command and its recipe
-tests' pytest options (parse/launch.py, parse/test_options.py), and turns them into what the
+tests' pytest options (parse/launch.py, parse/recipe_test_options.py), and turns them into what the
 templates print: a `--reason` wrapped over comment lines within the line
 length, the command that launches a run with compile on in the launcher's own
 override syntax, and the recipe-test command with only the options its
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from model_compile.generate.planning.locate import RecipeFiles
 from model_compile.generate.style.repo_style import read_style
-from model_compile.parse import test_options
+from model_compile.parse import recipe_test_options
 from model_compile.parse.launch import Launch, find_launch, launcher_takes_dotlist
 
 COMPILE_ON = "model.compile.enabled=true"
@@ -36,7 +36,7 @@ class RepoText:
 
     line_length: int
     launch: Launch | None = None
-    test_options: test_options.Conventions = field(default_factory=test_options.Conventions)
+    test_options: recipe_test_options.Conventions = field(default_factory=recipe_test_options.Conventions)
     has_smoke_test: bool = False
 
 
@@ -55,7 +55,7 @@ def read_repo_text(files: RecipeFiles) -> RepoText:
     return RepoText(
         line_length=length,
         launch=launch,
-        test_options=test_options.read(files.recipe, root),
+        test_options=recipe_test_options.read(files.recipe, root),
         has_smoke_test=(files.recipe / "tests" / "test_smoke.py").is_file(),
     )
 
@@ -90,7 +90,7 @@ def wrap_reason(reason: str, kind: str, indent: int, width: int) -> list[str]:
     return lines
 
 
-def smoke_command(recipe: str, conv: test_options.Conventions, options: list[str]) -> str:
+def smoke_command(recipe: str, conv: recipe_test_options.Conventions, options: list[str]) -> str:
     """The recipe's smoke test as pytest runs it: its opt-in switch, then `options`."""
     return " ".join([f"python -m pytest {recipe}/tests/test_smoke.py -q", *conv.opt_in_flags("smoke"), *options])
 
@@ -113,7 +113,7 @@ def run_commands(
     if text.has_smoke_test:
         conv = text.test_options
         cmd = smoke_command(recipe, conv, smoke_options or [])
-        if conv.registers(test_options.CONFIG_OVERRIDE):
+        if conv.registers(recipe_test_options.CONFIG_OVERRIDE):
             out["tests"] = f"{cmd} --config-override {COMPILE_ON}"
         else:
             out["tests"] = cmd

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from model_compile.hard.stages import StageRun, plan_stages, stage_run
-from model_compile.parse.test_options import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
+from model_compile.parse.recipe_test_options import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
 
 if TYPE_CHECKING:
     from model_compile.hard.models import LayerResult

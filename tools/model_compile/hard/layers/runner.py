@@ -26,7 +26,7 @@ from model_compile.hard.layers import plan as layers
 from model_compile.hard.layers.verdict import judge
 from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
 from model_compile.hard.rehearsal import command as rehearse
-from model_compile.parse import test_options as conventions
+from model_compile.parse import recipe_test_options as conventions
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport

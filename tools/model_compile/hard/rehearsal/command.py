@@ -18,8 +18,8 @@ from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
 from model_compile.hard.rehearsal.plan import NotPlanned, plan
 from model_compile.hard.rehearsal.render import instead_of_inductor
-from model_compile.parse import test_options
-from model_compile.parse.test_options import CONFIG_NAME
+from model_compile.parse import recipe_test_options as test_options
+from model_compile.parse.recipe_test_options import CONFIG_NAME
 from model_compile.vocabulary import BACKENDS
 
 if TYPE_CHECKING:

@@ -14,19 +14,15 @@ steps that compiled nothing new.
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 from pathlib import Path
 from typing import Any
 
-from model_compile.hard.models import GraphBreakSite, RehearsalFacts, RehearsalStep
+from model_compile.hard.models import RehearsalFacts, RehearsalStep
+from model_compile.hard.rehearsal.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.plan import Plan
-from model_compile.hard.trace import break_parts
-from model_compile.hard.trace import records as trace_records
-
-_CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
-_SIZE_GUARD = re.compile(r"size mismatch at index \d+")
+from model_compile.hard.rehearsal.sites import read_trace
 
 
 def planned_facts(plan: Plan, label: str, out_dir: Path, limits: str) -> RehearsalFacts:
@@ -351,95 +347,6 @@ def _timing(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> Non
     facts.steady_steps = len(steady)
     eager = [s.eager_s for s in facts.steps[1:] if s.eager_s is not None]
     facts.eager_step_s = round(statistics.median(eager), 4) if eager else None
-
-
-def read_trace(trace_dir: Path, repo_root: Path) -> tuple[list[GraphBreakSite], float | None]:
-    """Rank 0's graph-break sites (user code relative to the repo, library frames named) and compile seconds."""
-    logs = (
-        sorted(trace_dir.glob("dedicated_log_torch_trace_rank_0_*.log"))
-        or sorted(trace_dir.glob("dedicated_log_torch_trace_*.log"))
-        if trace_dir.is_dir()
-        else []
-    )
-    counts: dict[tuple[str, str], int] = {}
-    seconds, seen = 0.0, False
-    for log in logs:
-        for _pid, rec, payload in trace_records(log):
-            metrics = rec.get("compilation_metrics")
-            if isinstance(metrics, dict) and isinstance(metrics.get("entire_frame_compile_time_s"), (int, float)):
-                seconds += float(metrics["entire_frame_compile_time_s"])
-                seen = True
-            if (rec.get("artifact") or {}).get("name") != "dynamo_graph_break_reason":
-                continue
-            lines, where, headline, _ = break_parts(payload)
-            if not where:
-                m = re.search(r"(\S+\.py)\s+line\s+(\d+)", payload)
-                where = f"{m.group(1)}:{m.group(2)}" if m else "(no user frame)"
-            key = (site_name(where, repo_root), (headline or (lines[0] if lines else "?"))[:200])
-            counts[key] = counts.get(key, 0) + 1
-    sites = [GraphBreakSite(site=s, reason=r, count=n) for (s, r), n in counts.items()]
-    sites.sort(key=lambda g: (g.site.startswith("library"), -g.count, g.site))
-    return sites, (round(seconds, 2) if seen else None)
-
-
-def site_name(where: str, repo_root: Path) -> str:
-    """`recipes/x/model.py:12` for the repository's code; `library transformers/...:34` for installed packages."""
-    path, _, line = where.rpartition(":")
-    if not path:
-        return where
-    try:
-        rel = os.path.relpath(path, repo_root)
-    except ValueError:
-        rel = path
-    if not rel.startswith("..") and "site-packages" not in rel and ".venv" not in Path(rel).parts:
-        return f"{rel}:{line}"
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in path:
-            return f"library {path.split(marker, 1)[1]}:{line}"
-    return f"library {path}:{line}"
-
-
-_READABLE = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
-
-
-def readable_guard(text: str) -> str:
-    """`tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`."""
-
-    def repl(m: re.Match[str]) -> str:
-        names = re.findall(r"\['([A-Za-z_]\w*)'\]", m.group(1)) or re.findall(r"^([A-Za-z_]\w*)$", m.group(1))
-        what = names[-1] if names else "an input tensor"
-        return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
-
-    return _READABLE.sub(repl, re.sub(r"(^|last reason: )\d+/\d+: ", r"\1", text.strip()))
-
-
-def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
-    """The fixes the rehearsal recognises in what it saw, each with the command that proves it."""
-    out: list[str] = []
-    guards = [r for s in facts.steps for r in s.recompiles] + [h for s in facts.steps for h in s.limit_hits]
-    rerun = f"model-compile rehearse {plan.spec['recipe_root']} --config-name {plan.stage}"
-    if any(_CACHE_GUARD.search(g) and "layers[" in g for g in guards):
-        where = f" in {plan.forward_step}" if plan.forward_step else ""
-        out.append(
-            "a per-layer KV-cache guard (each decoder layer adds a variant): pass use_cache=False to the model call "
-            f"of the training forward{where}; then `{rerun}` shows whether the frame settles"
-        )
-    sized = [g for g in guards if _SIZE_GUARD.search(g)]
-    dynamic = str(plan.compile_kwargs.get("dynamic", "")).strip()
-    if sized and dynamic == "False":
-        out.append(
-            f"the compile call hard-codes dynamic=False ({plan.compile_call}): every new length is a new variant; "
-            f"drop it (or take it from the stage config) and rerun `{rerun}`"
-        )
-    limited = [h for s in facts.steps for h in s.limit_hits if _SIZE_GUARD.search(h)]
-    if limited and dynamic != "False":
-        out.append(
-            "a frame recompiles per sequence length until the limit: mark the length dynamic before the forward "
-            "(torch._dynamo.mark_dynamic(batch['input_ids'], 1)) or compile per block "
-            f"(`model-compile generate {plan.spec['recipe_root']} --path regional --switch --target <blocks> --reason ...`); "
-            f"then `{rerun}`"
-        )
-    return out
 
 
 def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:

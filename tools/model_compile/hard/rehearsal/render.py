@@ -8,7 +8,7 @@ compiled twin's and the eager twin's, against the same reference.
 from __future__ import annotations
 
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal.judge import readable_guard
+from model_compile.hard.rehearsal.fixes import readable_guard
 
 __all__ = ["backend_line", "instead_of_inductor", "readable_guard", "summary_lines", "text"]
 

@@ -21,7 +21,7 @@ from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import judge
 from model_compile.hard.rehearsal.plan import Plan
-from model_compile.runtime.rehearsal.precision import precision_plan
+from model_compile.runtime.rehearsal.config import precision_plan
 
 LIMITS = (
     "a tiny model cannot show: kernel speed, real-size memory, flash-attention varlen kernels, accelerator "

@@ -290,6 +290,11 @@ def recipe_test_files(
     smoke_template = templates / "test_smoke.py.template"
     create_conftest = "test_smoke.py" in missing and smoke_template.is_file() and not conftest.is_file()
     flag = base_tests.sibling_options(recipe, root).gate(world.size) if create_conftest else None
+    refuses = (
+        base_tests.helper_refuses_cpu(smoke_template.read_text(encoding="utf-8"), root)
+        if smoke_template.is_file() and flag is None
+        else None
+    )
     if create_conftest:
         out.files[conftest] = (None, base_tests.render_conftest(recipe.name, world, config_name, flag, override))
         out.conftest = out.files[conftest][1]
@@ -315,11 +320,19 @@ def recipe_test_files(
             wire=create_conftest,
             smoke_flag=flag,
             root=root,
+            accelerator=refuses is not None,
         )
         out.files[dest] = (None, filled.text)
         extra = f"; fill in {', '.join(filled.left)}" if filled.left else ""
         wired = (
             "; test_smoke takes the conftest's --world-size, --config-name, --config-override" if filled.wired else ""
         )
-        out.notes.append(f"{rel_of(dest)} was missing: created from {rel_of(template)}{wired}{extra}")
+        gate = (
+            f"; it skips without a GPU or an NPU ({refuses} refuses a CPU-only machine), so a plain pytest stays green"
+            if name == "test_smoke.py" and refuses is not None
+            else f"; it runs only with {flag}, as its siblings'"
+            if name == "test_smoke.py" and flag
+            else ""
+        )
+        out.notes.append(f"{rel_of(dest)} was missing: created from {rel_of(template)}{wired}{gate}{extra}")
     return out

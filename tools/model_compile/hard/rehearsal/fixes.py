@@ -1,0 +1,54 @@
+"""Guards made readable, and the fixes the rehearsal recognises in what it saw, each with the command that proves it."""
+
+from __future__ import annotations
+
+import re
+
+from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.rehearsal.plan import Plan
+
+_CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
+_SIZE_GUARD = re.compile(r"size mismatch at index \d+")
+
+
+_READABLE = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+
+
+def readable_guard(text: str) -> str:
+    """`tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`."""
+
+    def repl(m: re.Match[str]) -> str:
+        names = re.findall(r"\['([A-Za-z_]\w*)'\]", m.group(1)) or re.findall(r"^([A-Za-z_]\w*)$", m.group(1))
+        what = names[-1] if names else "an input tensor"
+        return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
+
+    return _READABLE.sub(repl, re.sub(r"(^|last reason: )\d+/\d+: ", r"\1", text.strip()))
+
+
+def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
+    """The fixes the rehearsal recognises in what it saw, each with the command that proves it."""
+    out: list[str] = []
+    guards = [r for s in facts.steps for r in s.recompiles] + [h for s in facts.steps for h in s.limit_hits]
+    rerun = f"model-compile rehearse {plan.spec['recipe_root']} --config-name {plan.stage}"
+    if any(_CACHE_GUARD.search(g) and "layers[" in g for g in guards):
+        where = f" in {plan.forward_step}" if plan.forward_step else ""
+        out.append(
+            "a per-layer KV-cache guard (each decoder layer adds a variant): pass use_cache=False to the model call "
+            f"of the training forward{where}; then `{rerun}` shows whether the frame settles"
+        )
+    sized = [g for g in guards if _SIZE_GUARD.search(g)]
+    dynamic = str(plan.compile_kwargs.get("dynamic", "")).strip()
+    if sized and dynamic == "False":
+        out.append(
+            f"the compile call hard-codes dynamic=False ({plan.compile_call}): every new length is a new variant; "
+            f"drop it (or take it from the stage config) and rerun `{rerun}`"
+        )
+    limited = [h for s in facts.steps for h in s.limit_hits if _SIZE_GUARD.search(h)]
+    if limited and dynamic != "False":
+        out.append(
+            "a frame recompiles per sequence length until the limit: mark the length dynamic before the forward "
+            "(torch._dynamo.mark_dynamic(batch['input_ids'], 1)) or compile per block "
+            f"(`model-compile generate {plan.spec['recipe_root']} --path regional --switch --target <blocks> --reason ...`); "
+            f"then `{rerun}`"
+        )
+    return out
