@@ -181,3 +181,18 @@ def test_world_size_of_a_stage_without_a_mesh_is_one(tmp_path):
     stage = tmp_path / "s.yaml"
     stage.write_text("model: {}\n")
     assert base_tests.mesh_world_size(stage, "s.yaml").size == 1
+
+
+@pytest.mark.parametrize(
+    ("mesh", "size"),
+    [
+        ("{replicate: 1, shard: -1, tensor: 1}", 2),  # one rank would be DDP, not the stage's FSDP2
+        ("{replicate: -1, shard: 1, tensor: 1}", 1),  # data parallel: one rank is the same wrap
+        ("{replicate: 1, shard: 8, tensor: 1}", 8),
+    ],
+)
+def test_a_filling_shard_gets_the_ranks_its_wrap_needs(tmp_path, mesh, size):
+    stage = tmp_path / "s.yaml"
+    stage.write_text(f"parallel:\n  mesh: {mesh}\n")
+    ws = base_tests.mesh_world_size(stage, "s.yaml")
+    assert ws.size == size and (("FSDP2" in ws.why) == (size == 2))

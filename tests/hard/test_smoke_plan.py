@@ -53,6 +53,8 @@ def test_the_bundled_example_smoke_is_not_refused() -> None:
         ({"replicate": 2, "shard": 4, "tensor": 1}, 1, 0, 8),  # no fill: the product
         ({}, None, 4, 4),  # no mesh: the devices
         ({}, 2, 4, 2),  # no mesh: the conftest default first
+        ({"replicate": 1, "shard": -1, "tensor": 1}, 1, 0, 2),  # a filling shard: 2 ranks, else it is DDP
+        ({"replicate": 1, "shard": -1, "tensor": 1}, 8, 0, 8),  # ... or the conftest default, when larger
     ],
 )
 def test_world_size_follows_the_mesh(mesh: dict[str, int], default: int | None, devices: int, size: int) -> None:

@@ -100,6 +100,10 @@ class LayerResult(BaseModel):
     log: str | None = None
     output_tail: str = ""
     findings: list[dict[str, Any]] = Field(default_factory=list, description="soft layer: error findings")
+    existing: bool | None = Field(
+        default=None, description="a failed layer run on the change's base too: true when it fails there as well"
+    )
+    stopped_by: str | None = Field(default=None, description="the failed layer whose result made this one meaningless")
     compile_path: str | None = Field(default=None, description="soft layer: the recipe's compile path")
 
 

@@ -77,6 +77,8 @@ def world_size_for(mesh: dict[str, int], default: int | None, devices: int) -> t
     if not fill:
         return product, f"parallel.mesh ({dims})"
     base = fallback or 1
+    if mesh.get("shard", 1) <= 0:
+        base = max(base, 2 * product)  # a shard that fills over one rank is data parallel, not the stage's FSDP2
     size = product * max(1, -(-base // product))
     return size, f"parallel.mesh ({dims}; -1 fills: {base} rounded up to a multiple of {product})"
 

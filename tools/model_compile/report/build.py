@@ -101,9 +101,15 @@ def _verdict(
         message = first.message if len(first.message) <= 140 else first.message[:139] + "…"
         return "needs changes", f"{what}, first {first.rule} at {first.file}:{first.line}: {message}"
     failed = [r for r in rows if r.status in ("failed", "timeout")]
-    if failed:
-        r = failed[0]
+    introduced = [r for r in failed if r.existing is not True]
+    if introduced:
+        r = introduced[0]
         return "needs changes", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "")
+    if failed:  # every failure fails on the change's base too: not the change's, but nothing is validated either
+        r = failed[0]
+        return "not validated", f"layer {r.name} {r.status} on the base too (existing)" + (
+            f": {r.reason}" if r.reason else ""
+        )
     if recipe.compile_path == "none":
         return "not validated", "the recipe does not compile: nothing to validate (MC100 lists it as a target)"
     if hard is None:
@@ -230,7 +236,9 @@ def _overall(report: ReviewReport) -> None:
     if report.scope.kind == "change":
         introduced = [f for f in introduced if f.status == "new"]
     layer_failed = any(
-        row.status in ("failed", "timeout") and row.name != "soft" for r in report.recipes for row in r.validation
+        row.status in ("failed", "timeout") and row.name != "soft" and row.existing is not True
+        for r in report.recipes
+        for row in r.validation
     )
     report.exit_code = 1 if introduced or layer_failed else 0
     report.validation = _validation_line(report)

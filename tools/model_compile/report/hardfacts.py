@@ -91,6 +91,8 @@ def read_hard(report: Any, recipe_root: Path | None = None, compile_path: str | 
                 started=started,
                 commands=elsewhere,
                 prerequisites=list(layer.get("prerequisites") or []) if not ran else [],
+                existing=layer.get("existing"),
+                stopped_by=layer.get("stopped_by"),
             )
         )
     seen = {_base(r.name) for r in rows}

@@ -97,6 +97,11 @@ class LayerRow(BaseModel):
     prerequisites: list[str] = Field(
         default_factory=list, description="what those commands need that this machine lacks (model, data paths)"
     )
+    existing: bool | None = Field(
+        default=None,
+        description="a failed layer run on the change's base too: true when it fails there as well (not the change's)",
+    )
+    stopped_by: str | None = Field(default=None, description="the failed layer that made this one meaningless")
 
 
 class Measure(BaseModel):

@@ -57,15 +57,19 @@ def mesh_world_size(stage: Path, rel: str) -> WorldSize:
 
 
 def world_size(facts: StageFacts) -> WorldSize:
-    """replicate x shard x tensor of a stage's `parallel.mesh` (a -1 fills the rest: it counts as 1 here)."""
+    """replicate x shard x tensor of a stage's `parallel.mesh`. A -1 fills the rest; a shard that fills gets
+    2 ranks at least, since with one it is data parallel, not the FSDP2 wrap the stage runs."""
     dims = [(d, facts.mesh[d]) for d in MESH_DIMS if d in facts.mesh]
     if not dims:
         return WorldSize(1, f"{facts.file} sets no parallel.mesh")
     size = 1
-    for _, value in dims:
-        size *= value if value > 0 else 1
+    for d, value in dims:
+        size *= value if value > 0 else (2 if d == "shard" else 1)
     shown = " x ".join(f"{d} {v}" for d, v in dims)
-    return WorldSize(size, f"parallel.mesh of {posixpath.basename(facts.file)}: {shown}")
+    why = f"parallel.mesh of {posixpath.basename(facts.file)}: {shown}"
+    if facts.mesh.get("shard", 1) <= 0:
+        why += " (shard -1 fills: 2 ranks exercise its FSDP2 wrap)"
+    return WorldSize(size, why)
 
 
 @dataclass

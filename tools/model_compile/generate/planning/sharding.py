@@ -2,9 +2,13 @@
 
 A stage whose `parallel.mesh.shard` is > 1 or -1 makes the repository's mesh-driven
 wrapper apply fully_shard block by block (rule MC407). A whole-model compile placed
-before it traces the FSDP2 hooks of every block inside one graph; the regional path
-compiles each block before it is sharded. generate says so, with the regional
-command on the recipe's block container when the model's layout is known statically.
+before it does not give one graph across the blocks: dynamo does not trace FSDP2's
+hooks, so the frame that loops over the sharded blocks stops at the first hook and
+runs eager, and the frames it calls (a block's forward, the norms) compile as graphs
+of their own, one per code object (measured with `model-compile rehearse` on 2 CPU
+ranks). The regional path compiles each block before it is sharded. generate says so,
+with the regional command on the recipe's block container when the model's layout is
+known statically.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ def sharding_notes(
     verb = "shards" if len(sharded) == 1 else "shard"
     out = [
         f"{shards} {verb} the model block by block with FSDP2: the {path} path compiles the whole model before "
-        "fully_shard wraps each block, so one whole-model graph spans the FSDP2 hooks of every block "
+        "fully_shard wraps each block, and dynamo does not trace FSDP2's hooks: the frame that loops over the "
+        "blocks breaks at the first hook and runs eager, and each block's forward compiles as a graph of its own "
         "(`model-compile rules MC407`); compiling each block before it is sharded (regional, as torchtitan does) "
-        "keeps the hooks between the compiled graphs. Not measured here: compare both on the stage's smoke test."
+        "is that on purpose, with the loss and the code around the blocks left eager. See it for this stage: "
+        "`model-compile rehearse RECIPE --config-name STAGE` (2 CPU ranks, the stage's FSDP2 wrap)."
     ]
     layout = locate.model_layout(files)
     recipe = files.rel(files.recipe)

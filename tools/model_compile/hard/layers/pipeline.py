@@ -1,9 +1,11 @@
 """The runtime layers after soft review: every layer listed, in order, each with its command.
 
-A layer runs only when the interpreter passed preflight and no earlier layer
-failed; otherwise it is `not-run` with the reason (the missing environment
-piece, or `stopped after <layer> failed`) and still carries the exact command
-a person can paste. Commands name the interpreter by its absolute path.
+Every layer runs when the interpreter passed preflight, whatever failed before it: a failure stops only the
+layers it makes meaningless (`STOPS`: a failed smoke run stops the impact tests, which measure a compile that
+runs), and the table says which stopped which. On a change, a layer that fails is run again on the change's
+base (a temporary worktree, the same interpreter): failing there too, it is `existing`, not the change's.
+A layer not run is `not-run` with the reason and still carries the exact command a person can paste.
+Commands name the interpreter by its absolute path.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from model_compile.hard.models import HardReport, LayerResult, RuntimeRecord
 from model_compile.hard.stages import labelled_prerequisites
 from model_compile.hard.trace import summarise
 
+# A failed layer -> the later layers it makes meaningless (by name; impact:<file> counts as impact).
+STOPS: dict[str, tuple[str, ...]] = {"smoke": ("impact",)}
 TRACE_ENV = "TORCH_TRACE"
 TRACED_LAYERS = ("smoke", "impact")  # layers that compile: each gets its own TORCH_TRACE folder
 
@@ -42,6 +46,7 @@ class Context:
     cpu_only: bool
     html: bool = False  # --trace: also render tlparse's HTML where tlparse is installed
     probe_dir: Path | None = None  # on the child's PYTHONPATH (the tests import model_compile); printed in commands
+    base_rev: str | None = None  # the change's base: a failing test layer is run there too (existing or new)
 
     def prefix(self) -> list[str]:
         """`PYTHONPATH=<probe>` when the probe stands in for model_compile in the recipe's tests."""
@@ -233,10 +238,14 @@ def read_runtime(directory: Path) -> tuple[dict | None, list[str]]:
 
 def run_layers(report: HardReport, specs: list[LayerSpec], ctx: Context, preflight: Preflight) -> None:
     """Append one LayerResult per spec to `report`, running those that can run."""
-    stopped = next((layer.name for layer in report.layers if layer.status in ("failed", "timeout")), None)
+    stopped_by: dict[str, str] = {}  # later layer -> the failed layer that stopped it
     for spec in specs:
-        if stopped:
-            layer = not_run(spec, ctx, f"stopped after {stopped} failed")
+        kind = spec.name.split(":")[0]
+        if kind in stopped_by:
+            layer = not_run(
+                spec, ctx, f"stopped by {stopped_by[kind]}, which failed (its result makes this one meaningless)"
+            )
+            layer.stopped_by = stopped_by[kind]
         elif not preflight.ok:
             layer = not_run(spec, ctx, f"{preflight.reason(ctx.interp)}; fix: {preflight.fixes()}")
         elif spec.blocked:
@@ -249,9 +258,36 @@ def run_layers(report: HardReport, specs: list[LayerSpec], ctx: Context, preflig
             layer = run_pytest_layer(spec, ctx)
             if layer.status not in ("missing", "not-run"):
                 _collect(report, spec, layer, ctx)
+            if layer.status in ("failed", "timeout") and ctx.base_rev:
+                _against_base(layer, spec, ctx)
         report.layers.append(layer)
         if layer.status in ("failed", "timeout") or (layer.status == "missing" and spec.required):
-            stopped = stopped or layer.name
+            for later in STOPS.get(kind, ()):
+                stopped_by.setdefault(later, layer.name)
+
+
+def _against_base(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
+    """Run the failed test layer on the change's base: failing there too, it is existing, not the change's."""
+    from dataclasses import replace
+
+    from model_compile.hard.env.worktree import Worktree, resolve
+
+    try:
+        commit, _ = resolve(ctx.repo_root, str(ctx.base_rev))
+        rel = ctx.recipe_root.resolve().relative_to(ctx.repo_root.resolve())
+    except ValueError as exc:
+        layer.reason = f"{layer.reason or ''}\n(not run on the base {ctx.base_rev}: {exc})".strip()
+        return
+    with Worktree(ctx.repo_root, commit) as tree:
+        base_ctx = replace(ctx, recipe_root=tree / rel, repo_root=tree, out_dir=ctx.out_dir / "base")
+        base = run_pytest_layer(spec, base_ctx)
+    short = str(ctx.base_rev)[:12]
+    if base.status in ("failed", "timeout"):
+        layer.existing = True
+        layer.reason = f"existing: it {base.status} on the base {short} too. " + (layer.reason or "")
+    else:
+        layer.existing = False
+        layer.reason = f"new with the change: on the base {short} it {base.status}. " + (layer.reason or "")
 
 
 def _collect(report: HardReport, spec: LayerSpec, layer: LayerResult, ctx: Context) -> None:

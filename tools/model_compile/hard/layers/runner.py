@@ -200,7 +200,17 @@ def validate_hard(
                     f"(preflight: torch {environment.torch}, device {environment.device_type})"
                 )
     ctx = pipeline.Context(
-        recipe_root, repo_root, interp, env, out_dir, timeout_s, label, environment.cpu_only, trace, probe_dir
+        recipe_root,
+        repo_root,
+        interp,
+        env,
+        out_dir,
+        timeout_s,
+        label,
+        environment.cpu_only,
+        trace,
+        probe_dir,
+        base_rev=base_rev,
     )
     pipeline.run_layers(report, specs, ctx, check)
     if trace and not any(t.ranks for t in report.traces.values()):

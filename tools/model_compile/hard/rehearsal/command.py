@@ -112,6 +112,31 @@ def execute(
         extra += ["--base", options.base]
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
+    in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
+    if facts.status == "not-run" and in_setup and planned.world.world_size > 1 and options.world_size is None:
+        # the stage's multi-rank wrap may need what a CPU lacks (an NCCL-only call, a device assert): one rank
+        one = plan(
+            recipe,
+            recipe_root,
+            repo_root,
+            out_dir / "one-rank",
+            stage=options.config_name,
+            conftest_default=default if isinstance(default, str) else None,
+            backend=options.backend,
+            steps=options.steps,
+            model_config=options.model_config,
+            world_size=1,
+            cpu_only=environment.cpu_only,
+        )
+        single = rehearsal.run(one, interp, env, out_dir / "one-rank", options.timeout_s, label)
+        if single.status != "not-run" or single.steps:
+            single.notes.insert(
+                0,
+                f"the stage's {planned.world.world_size}-rank run did not start here ({facts.reason}): rehearsed on "
+                "one rank instead, so its multi-rank wrap is not exercised",
+            )
+            facts = single
+            cmd = rehearsal.command(recipe_root, one, flag, extra)
     if options.base:
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
     return facts, cmd
@@ -132,11 +157,12 @@ def with_base(
     from dataclasses import replace
 
     from model_compile.analyze import analyze_path
+    from model_compile.hard.env.worktree import Worktree, resolve
     from model_compile.hard.rehearsal import base
 
     rev = str(options.base)
     try:
-        commit, tree = base.resolve(repo_root, rev)
+        commit, tree = resolve(repo_root, rev)
         rel = recipe_root.resolve().relative_to(repo_root.resolve())
     except ValueError as exc:
         facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
@@ -146,7 +172,7 @@ def with_base(
     if base_facts is not None:
         facts.notes.append(f"the base's rehearsal is the cached one of tree {tree[:12]} ({base.cache_path(key)})")
     else:
-        with base.Worktree(repo_root, commit) as tree_dir:
+        with Worktree(repo_root, commit) as tree_dir:
             recipe_b = tree_dir / rel
             if not recipe_b.is_dir():
                 base_facts = rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
@@ -221,10 +247,10 @@ def standalone(
     check(options)
     recipe_root, repo_root = resolve_recipe(path, None)
     if options.base:
-        from model_compile.hard.rehearsal import base
+        from model_compile.hard.env.worktree import resolve
 
         try:
-            base.resolve(repo_root, options.base)
+            resolve(repo_root, options.base)
         except ValueError as exc:
             raise InputError(f"--base {options.base}: not a revision of {repo_root} ({exc})") from exc
     interp = interpreter.resolve(repo_root, python)

@@ -214,6 +214,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             "each sharded module's hook, so the blocks between hooks compile as graphs of their own"
         )
     facts.fixes = fixes(facts, plan)
+    _other_ranks(facts, recs)
     if facts.status == "passed":
         verdict(facts, parity)
 
@@ -304,6 +305,22 @@ def _ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None
             "the ranks compiled different numbers of graphs (" + "; ".join(facts.ranks) + "): each rank's batches "
             "have their own shapes; a compiled graph that holds a collective would then mismatch across ranks"
         )
+
+
+def _other_ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
+    """Parity and keys are judged on every rank: each compiled rank compared itself with its own twins."""
+    from model_compile.runtime.rehearsal.parity import failures
+
+    rows = recs.get("compiled") or []
+    for rank, rec in enumerate(rows[1:], start=1):
+        phase = (rec.get("phases") or {}).get("parity") or {}
+        for problem in failures(phase.get("parity") or {}):
+            facts.problems.append(f"rank {rank}: {problem}")
+        for name, cmp in (phase.get("keys") or {}).items():
+            if cmp.get("checked") and not cmp.get("same"):
+                facts.problems.append(f"rank {rank}: {name} keys changed")
+    if len(rows) > 1:
+        facts.notes.append(f"parity and keys judged on each of the {len(rows)} ranks against its own twins")
 
 
 def _sync(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:

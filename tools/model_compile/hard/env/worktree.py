@@ -1,0 +1,44 @@
+"""A revision of the repository checked out beside it: a detached git worktree in a temporary folder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise ValueError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"git {' '.join(args)} failed")
+    return out.stdout.strip()
+
+
+def resolve(repo_root: Path, rev: str) -> tuple[str, str]:
+    """(commit, tree) of REV, or ValueError with git's one line."""
+    commit = _git(repo_root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    tree = _git(repo_root, "rev-parse", f"{commit}^{{tree}}")
+    return commit, tree
+
+
+class Worktree:
+    """A detached worktree of one commit in a temporary folder; removed (and pruned) on exit."""
+
+    def __init__(self, repo_root: Path, commit: str) -> None:
+        self.repo_root, self.commit = repo_root, commit
+        self.path = Path(tempfile.mkdtemp(prefix="model-compile-base-"))
+
+    def __enter__(self) -> Path:
+        _git(self.repo_root, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            _git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+        except (ValueError, subprocess.TimeoutExpired):
+            shutil.rmtree(self.path, ignore_errors=True)
+            try:
+                _git(self.repo_root, "worktree", "prune")
+            except (ValueError, subprocess.TimeoutExpired):
+                pass
