@@ -279,3 +279,70 @@ def test_rehearse_exits_non_zero_unless_it_passed_and_ends_with_its_verdict(
     assert out.splitlines()[-1] == f"rehearsal {status} [cpu-only (tiny model)]; exit {code}"
     assert main(["rehearse", str(RECIPES / "lm_blocks"), "--format", "json", *flags]) == code
     assert json.loads(capsys.readouterr().out)["status"] == status  # JSON gets no extra line
+
+
+def test_the_base_beside_the_head_marks_each_measure() -> None:
+    from model_compile.hard.models import GraphBreakSite, RehearsalStep
+    from model_compile.hard.rehearsal.base import versus
+    from model_compile.hard.rehearsal.render import base_line
+
+    hit = "torch._dynamo hit config.recompile_limit (8) function: 'forward' (loss.py:243) last reason: x"
+    head = RehearsalFacts(
+        status="failed",
+        label="cpu-only (tiny model)",
+        keys={"state_dict": "3 of 3 gain the '_orig_mod.' prefix (e.g. '_orig_mod.a')", "dcp": "3 unchanged"},
+        steps=[RehearsalStep(step=1, shape="s", limit_hits=[hit])],
+        graph_break_sites=[
+            GraphBreakSite(site="library t/m.py:9", reason="r"),
+            GraphBreakSite(site="r/x.py:2", reason="r"),
+        ],
+        graph_break_count=2,
+        graph_break_site_count=2,
+    )
+    base = RehearsalFacts(
+        status="failed",
+        label="cpu-only (tiny model)",
+        keys={"state_dict": "3 unchanged", "dcp": "3 unchanged"},
+        steps=[RehearsalStep(step=0, shape="s", limit_hits=[hit])],
+        graph_break_sites=[GraphBreakSite(site="r/x.py:2", reason="r")],
+        graph_break_count=1,
+        graph_break_site_count=1,
+    )
+    lines = versus(head, base, "abc")
+    assert "state_dict keys: 3 of 3 gain the '_orig_mod.' prefix (e.g. '_orig_mod.a') - new with the change" in lines
+    assert "recompile-limit hit in 'forward' (loss.py:243) - already there" in lines
+    assert "1 graph-break site(s) (t/m.py:9) - new with the change" in lines
+    assert not any(line.startswith("dcp keys") for line in lines)  # unchanged on both: nothing to mark
+    head.versus_base, head.base_rev = lines, "abcdef0123456789"
+    assert base_line(head).startswith("against the base abcdef012345: new with the change: state_dict keys")
+    unrun = versus(head, RehearsalFacts(status="not-run", label="x", reason="no engine"), "abc")
+    assert unrun == ["the base (abc) was not rehearsed (not-run: no engine); nothing of the head can be marked"]
+
+
+def test_a_base_that_is_no_revision_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    from model_compile.cli import main
+
+    code = main(["rehearse", str(RECIPES / "lm_blocks"), "--base", "no-such-rev-anywhere"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--base no-such-rev-anywhere: not a revision" in err and err.count("\n") == 1
+
+
+def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    from model_compile.hard.env.interpreter import Interpreter
+    from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import base, command
+
+    cached = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    seen: list[str] = []
+    monkeypatch.setattr(base, "load", lambda key: seen.append(key) or cached)
+    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree.__enter__", lambda self: pytest.fail("no worktree"))
+    head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    interp = Interpreter(path=sys.executable, source="tool", reason="test")
+    options = command.Options(base="HEAD")
+    command.with_base(head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, options, None)
+    assert seen and head.base is cached and head.base_rev == "HEAD"
+    assert any("the base's rehearsal is the cached one of tree" in n for n in head.notes)
+    assert head.versus_base[0] == "verdict: head passed, base (HEAD) passed"

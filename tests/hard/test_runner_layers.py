@@ -63,7 +63,9 @@ def test_a_failed_smoke_stops_the_impact_tests_and_says_so(tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(REPO, repo)
     smoke = repo / "recipes" / "ok" / "tests" / "test_smoke.py"
-    smoke.write_text(smoke.read_text() + "\n\ndef test_compile_fails():\n    raise AssertionError('compiled run broke')\n")
+    smoke.write_text(
+        smoke.read_text() + "\n\ndef test_compile_fails():\n    raise AssertionError('compiled run broke')\n"
+    )
     report = validate_hard(repo / "recipes" / "ok", out=tmp_path / "out")
     by_name = {layer.name: layer for layer in report.layers}
     assert by_name["smoke"].status == "failed"

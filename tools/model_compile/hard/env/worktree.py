@@ -42,3 +42,8 @@ class Worktree:
                 _git(self.repo_root, "worktree", "prune")
             except (ValueError, subprocess.TimeoutExpired):
                 pass
+
+
+def toplevel(path: Path) -> Path:
+    """The root of the git work tree `path` lies in (the recipes' root may be a folder below it)."""
+    return Path(_git(path, "rev-parse", "--show-toplevel")).resolve()

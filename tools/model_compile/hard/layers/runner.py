@@ -178,7 +178,7 @@ def validate_hard(
         stages,
     )
     rehearse_options = rehearse.Options(
-        config_name=config_name,
+        config_name=config_name or (stages[0] if stages else None),  # on a change: the stage it touches
         backend=backend,
         steps=steps,
         timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S),

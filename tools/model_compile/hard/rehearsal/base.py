@@ -82,24 +82,28 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
         h, b = head.keys.get(name, "-"), base.keys.get(name, "-")
         changed_h, changed_b = "unchanged" not in h, "unchanged" not in b
         if changed_h or changed_b:
-            out.append(f"{name} keys: head {h}; base {b} - {_mark(changed_h, changed_b)}")
-        else:
-            out.append(f"{name} keys: unchanged on both")
+            out.append(f"{name} keys: {h if changed_h else b} - {_mark(changed_h, changed_b)}")
     h_fail = bool(head.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in head.problems)
     b_fail = bool(base.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in base.problems)
     out.append(
-        "parity: " + ("outside the bound " + _mark(h_fail, b_fail) if h_fail or b_fail else "within the bound on both")
+        "parity: "
+        + ("outside the bound - " + _mark(h_fail, b_fail) if h_fail or b_fail else "within the bound on both")
     )
     hf, bf = _frames(head), _frames(base)
     for frame in sorted(set(hf) | set(bf)):
-        out.append(f"recompile-limit hit in {frame}: {_mark(frame in hf, frame in bf)}")
-    hs = {g.site: g.count for g in head.graph_break_sites}
-    bs = {g.site: g.count for g in base.graph_break_sites}
+        out.append(f"recompile-limit hit in {frame} - {_mark(frame in hf, frame in bf)}")
+    hs = {g.site for g in head.graph_break_sites}
+    bs = {g.site for g in base.graph_break_sites}
+    for label, sites in (("new with the change", sorted(hs - bs)), ("gone with the change", sorted(bs - hs))):
+        if sites:
+            shown = ", ".join(site.replace("library ", "") for site in sites[:3]) + (
+                f", +{len(sites) - 3} more" if len(sites) > 3 else ""
+            )
+            out.append(f"{len(sites)} graph-break site(s) ({shown}) - {label}")
     out.append(
-        f"graph breaks: head {head.graph_break_count} at {head.graph_break_site_count} site(s), base {base.graph_break_count} at {base.graph_break_site_count}"
+        f"graph breaks: head {head.graph_break_count} at {head.graph_break_site_count} site(s), base "
+        f"{base.graph_break_count} at {base.graph_break_site_count}"
     )
-    for site in sorted(set(hs) ^ set(bs)):
-        out.append(f"graph-break site {site}: {_mark(site in hs, site in bs)}")
     out.append(f"recompiles: head {head.recompile_count}, base {base.recompile_count}")
     if head.first_step_s is not None and base.first_step_s is not None:
         out.append(f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model)")

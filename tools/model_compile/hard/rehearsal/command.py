@@ -139,6 +139,7 @@ def execute(
             cmd = rehearsal.command(recipe_root, one, flag, extra)
     if options.base:
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
+        rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
 
 
@@ -157,13 +158,15 @@ def with_base(
     from dataclasses import replace
 
     from model_compile.analyze import analyze_path
-    from model_compile.hard.env.worktree import Worktree, resolve
+    from model_compile.hard.env.worktree import Worktree, resolve, toplevel
     from model_compile.hard.rehearsal import base
 
     rev = str(options.base)
     try:
         commit, tree = resolve(repo_root, rev)
-        rel = recipe_root.resolve().relative_to(repo_root.resolve())
+        top = toplevel(repo_root)
+        rel = recipe_root.resolve().relative_to(top)
+        rel_repo = repo_root.resolve().relative_to(top)
     except ValueError as exc:
         facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
         return
@@ -182,7 +185,7 @@ def with_base(
                 base_facts, _ = execute(
                     found,
                     recipe_b,
-                    tree_dir,
+                    tree_dir / rel_repo,
                     interp,
                     env,
                     environment,

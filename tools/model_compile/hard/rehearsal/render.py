@@ -80,6 +80,20 @@ def _graph_breaks(facts: RehearsalFacts) -> str:
     return f"graph breaks: {facts.graph_break_count} at {facts.graph_break_site_count} site(s) (rank 0's trace)"
 
 
+def base_line(facts: RehearsalFacts) -> str:
+    """The base's rehearsal beside the head's, in one line: what is new with the change first."""
+    groups: dict[str, list[str]] = {"new with the change": [], "already there": [], "gone with the change": []}
+    other = []
+    for line in facts.versus_base:
+        what, _, mark = line.rpartition(" - ")
+        if mark in groups:
+            groups[mark].append(what)
+        else:
+            other.append(line)
+    parts = [f"{mark}: {'; '.join(items)}" for mark, items in groups.items() if items] + other
+    return f"against the base {str(facts.base_rev)[:12]}: " + " | ".join(parts)
+
+
 def summary_lines(facts: RehearsalFacts) -> list[str]:
     """What the report's gaps section says about a rehearsal that ran: the failure and its fix first."""
     where = f"[rehearsal, {facts.label}, {facts.backend}, {facts.world_size} rank(s)]"
@@ -89,6 +103,8 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
         return [f"rehearsal did not run (a model-compile fault, not the recipe's): {facts.reason}"]
     out = [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
     out += [f"fix: {f}" for f in facts.fixes]
+    if facts.versus_base:
+        out.append(base_line(facts))
     model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     out.append(f"stage {facts.stage} on a tiny {model}{size}: {facts.model_source}; {_depth(facts)}")
