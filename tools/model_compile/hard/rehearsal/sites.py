@@ -33,7 +33,7 @@ def read_trace(trace_dir: Path, repo_root: Path) -> tuple[list[GraphBreakSite], 
             if not where:
                 m = re.search(r"(\S+\.py)\s+line\s+(\d+)", payload)
                 where = f"{m.group(1)}:{m.group(2)}" if m else "(no user frame)"
-            key = (site_name(where, repo_root), (headline or (lines[0] if lines else "?"))[:200])
+            key = (site_name(where, repo_root), reason_of(headline or (lines[0] if lines else "?"), payload)[:200])
             counts[key] = counts.get(key, 0) + 1
     sites = [GraphBreakSite(site=s, reason=r, count=n) for (s, r), n in counts.items()]
     sites.sort(key=lambda g: (g.site.startswith("library"), -g.count, g.site))
@@ -55,3 +55,22 @@ def site_name(where: str, repo_root: Path) -> str:
         if marker in path:
             return f"library {path.split(marker, 1)[1]}:{line}"
     return f"library {path}:{line}"
+
+
+_OPERATOR = re.compile(r"Operator `(aten\.[\w.]+)`")
+_GRACEFUL = "Failed to handle graph break gracefully"
+
+
+def reason_of(headline: str, payload: str) -> str:
+    """The break's reason as a reader needs it: the operator a dynamic-shape break names (`aten.nonzero`),
+    and for a break dynamo could not resume from, the break it met, then that the frame ran eager."""
+    reason = headline.strip()
+    if reason.startswith(_GRACEFUL):
+        after = payload.split("Graph break encountered:", 1)[-1]
+        inner = next((ln.strip() for ln in after.splitlines() if ln.strip()), "")
+        if inner:
+            reason = f"{inner} (the frame could not resume after it and ran eager)"
+    op = _OPERATOR.search(payload)
+    if op and op.group(1) not in reason:
+        reason += f" ({op.group(1).removesuffix('.default')})"
+    return reason
