@@ -346,3 +346,19 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
     assert seen and head.base is cached and head.base_rev == "HEAD"
     assert any("the base's rehearsal is the cached one of tree" in n for n in head.notes)
     assert head.versus_base[0] == "verdict: head passed, base (HEAD) passed"
+
+
+def test_a_compiled_rank_that_stopped_before_comparing_is_read_without_a_crash(tmp_path: Path) -> None:
+    records = _records([0.0], [0.0], [_micro(0, graphs=1)])
+    broken = {
+        "status": "tool-error",
+        "stopped_at": "child",
+        "reason": "the rehearsal child stopped: KeyError: 'x'",
+        "phases": {},
+    }
+    records["compiled"].append(broken)
+    p = _plan(tmp_path)
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    judge.stopped(facts, "compiled", records["compiled"], False, 60, "")
+    judge.read(facts, p, records, tmp_path / "trace", RECIPES.parent)
+    assert facts.status == "tool-error" and "(rank 1)" in (facts.reason or "")

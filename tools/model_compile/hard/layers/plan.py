@@ -63,6 +63,7 @@ def plan(
     device_count: int = 0,
     repo_root: Path | None = None,
     touched_stages: list[str] | None = None,
+    compile_on: str = COMPILE_ON,
 ) -> list[LayerSpec]:
     """structure, smoke, then one impact layer per tests/skills/model-compile/test_*.py.
 
@@ -114,7 +115,7 @@ def plan(
         smoke += [WORLD_SIZE, str(world_size)]
     blocked = None
     if conv.registers(CONFIG_OVERRIDE):
-        for item in [COMPILE_ON, *overrides]:
+        for item in [compile_on, *overrides]:
             smoke += [CONFIG_OVERRIDE, item]
             for opts in accel_runs:
                 opts += [CONFIG_OVERRIDE, item]
@@ -123,7 +124,7 @@ def plan(
         where = ", ".join(conv.files) if conv.files else "no conftest.py pytest loads for this recipe"
         blocked = (
             f"no {CONFIG_OVERRIDE} option is registered ({where}): compile cannot be switched on from the "
-            f"command line; set `{COMPILE_ON.replace('=', ': ')}` in configs/{stage}.yaml for this run"
+            f"command line; set `{compile_on.replace('=', ': ')}` in configs/{stage}.yaml for this run"
         )
     specs = [
         LayerSpec(

@@ -27,6 +27,7 @@ from model_compile.hard.layers.verdict import judge
 from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
 from model_compile.hard.rehearsal import command as rehearse
 from model_compile.parse import recipe_test_options as conventions
+from model_compile.parse.models import config_key
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
@@ -176,6 +177,8 @@ def validate_hard(
         environment.device_count,
         repo_root,
         stages,
+        # the recipe's own switch: `model.compile.enabled=true`, or `model.compile=true` in the older flat form
+        compile_on=f"{config_key(recipe_facts.config.form, 'enabled')}=true" if recipe_facts else layers.COMPILE_ON,
     )
     rehearse_options = rehearse.Options(
         config_name=config_name or (stages[0] if stages else None),  # on a change: the stage it touches

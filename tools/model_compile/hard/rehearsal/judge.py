@@ -314,6 +314,8 @@ def _other_ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -
     rows = recs.get("compiled") or []
     for rank, rec in enumerate(rows[1:], start=1):
         phase = (rec.get("phases") or {}).get("parity") or {}
+        if not phase.get("ok"):
+            continue  # this rank did not get as far as comparing: its record says why (stopped() read it)
         for problem in failures(phase.get("parity") or {}):
             facts.problems.append(f"rank {rank}: {problem}")
         for name, cmp in (phase.get("keys") or {}).items():

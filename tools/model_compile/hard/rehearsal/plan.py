@@ -20,6 +20,7 @@ from model_compile.hard.rehearsal.data_plan import DataPlan, plan_data
 from model_compile.hard.rehearsal.model_plan import ModelPlan, NotPlanned, plan_model
 from model_compile.hard.rehearsal.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
+from model_compile.parse.models import config_key
 from model_compile.runtime.rehearsal.batches import PACK_KEYS
 
 if TYPE_CHECKING:
@@ -234,7 +235,8 @@ def plan(
     if data.mode == "batches" and model.config is None:
         raise NotPlanned(f"{data.reason}, but the model is the recipe's own (no config to shape batches from)")
     # the compile section and backend
-    section = "model.compile"
+    form = recipe.config.form
+    compile_keys = {name: config_key(form, name) for name in ("enabled", "backend", "mode")}
     stage_facts = next((s for s in recipe.config.stages if s.name == name), None)
     stage_backend = str((stage_facts.values.get("backend") if stage_facts else None) or "inductor")
     stage_mode = str((stage_facts.values.get("mode") if stage_facts else None) or "default")
@@ -262,7 +264,7 @@ def plan(
         "schema_class": schema.root_class,
         "config_file": str(config_file),
         "overrides": overrides,
-        "compile_section": section,
+        "compile_keys": compile_keys,
         "backend": chosen,
         "mode": mode,
         "checkpoint": checkpoint,

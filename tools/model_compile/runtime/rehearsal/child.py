@@ -62,16 +62,16 @@ def _full_precision_wrap() -> None:
 
 
 def _twin_overrides(spec: dict[str, Any], twin: str) -> list[str]:
-    section = spec["compile_section"]
+    keys = spec["compile_keys"]  # the compile switch and choices in the recipe's form (section or flat)
     overrides = list(spec["overrides"])
     if twin == "compiled":
         overrides += [
-            f"{section}.enabled=true",
-            f"{section}.backend={spec['backend']}",
-            f"{section}.mode={spec['mode']}",
+            f"{keys['enabled']}=true",
+            f"{keys['backend']}={spec['backend']}",
+            f"{keys['mode']}={spec['mode']}",
         ]
     else:
-        overrides.append(f"{section}.enabled=false")
+        overrides.append(f"{keys['enabled']}=false")
     if twin == "reference":
         overrides += list(spec["precision"].get("reference_overrides") or [])
         ckpt = spec.get("checkpoint") or {}

@@ -112,8 +112,10 @@ def compare(
 
 
 def failures(parity: dict[str, Any]) -> list[str]:
-    """Why the compiled twin's numbers are outside the bound (empty when inside)."""
-    out = []
+    """Why the compiled twin's numbers are outside the bound (empty when inside, or when nothing was compared)."""
+    out: list[str] = []
+    if not parity.get("compiled"):
+        return out
     if parity.get("count_mismatch"):
         out.append(f"the twins did not take the same steps: {parity['count_mismatch']}")
     bounds = parity.get("bounds") or {}
