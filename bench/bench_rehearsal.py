@@ -9,7 +9,8 @@ TORCHINDUCTOR_CACHE_DIR: cold compile caches). Printed per case (min/median/max 
 median run): the wall time; the steps (every twin's micro-steps on rank 0, summed: forward, backward and the
 optimizer, compile included in the compiled twin's first step); the recipe's own set-up (its engine and its
 `before_train` outside the steps); the tool's overhead (the wall less those two: process starts and imports,
-the tiny checkpoint and rows, reading records and the trace) and its share of the steps; the children's CPU
+the tiny checkpoint and rows, reading records and the trace) and its share of the steps; of that, the starts
+(each twin's interpreter start and torch import on rank 0, summed: one a twin, three twins); the children's CPU
 seconds; the peak RSS; the verdict. Targets on a 2-core machine with aot_eager and cold caches: a VL recipe at
 depth (10 text layers, 10 vision blocks) within 180 s, a 2-rank VL stage (FSDP2) within 300 s, the tool's
 overhead under 15% of the steps.
@@ -65,8 +66,9 @@ def one(recipe: Path, extra: list[str], backend: str, steps: int, python: str) -
         if proc.stdout.strip().startswith("{")
         else {"status": "?", "reason": proc.stderr[-200:]}
     )
-    steps_s, setup_s = 0.0, 0.0
+    steps_s, setup_s, starts_s = 0.0, 0.0, 0.0
     for record in _records(out):
+        starts_s += float(record.get("started_s") or 0)
         micro = sum(float(m.get("seconds") or 0) for m in record.get("micro_steps") or [])
         steps_s += micro
         phases = record.get("phases") or {}
@@ -76,6 +78,7 @@ def one(recipe: Path, extra: list[str], backend: str, steps: int, python: str) -
         "wall": wall,
         "steps": steps_s,
         "setup": setup_s,
+        "starts": starts_s,
         "overhead": wall - steps_s - setup_s,
         "rss": data.get("peak_rss_mb"),
         "cpu": data.get("cpu_s"),
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = {n: (args.repo / r, e) for n, (r, e) in REFERENCE_CASES.items()} if args.repo else CASES
     print(f"backend {args.backend}, {args.steps} optimizer steps, {args.runs} run(s) each; load {os.getloadavg()}")
     print(
-        f"{'case':<68} {'wall s min/med/max':>20} {'CPU s':>7} {'steps s':>8} {'setup s':>8} {'tool s':>7} {'of steps':>8} {'RSS MB':>7}  status"
+        f"{'case':<68} {'wall s min/med/max':>20} {'CPU s':>7} {'steps s':>8} {'setup s':>8} {'tool s':>7} {'of steps':>8} {'starts s':>8} {'RSS MB':>7}  status"
     )
     for name, (recipe, extra) in cases.items():
         if args.case and not any(c in name for c in args.case):
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         spread = f"{walls[0]:.1f}/{statistics.median(walls):.1f}/{walls[-1]:.1f}"
         print(
             f"{name:<68} {spread:>20} {mid['cpu'] or 0:>7.1f} {mid['steps']:>8.1f} {mid['setup']:>8.1f} {mid['overhead']:>7.1f} "
-            f"{share:>8.0%} {mid['rss'] or 0:>7.0f}  {mid['status']} {mid['reason']}"
+            f"{share:>8.0%} {mid['starts']:>8.1f} {mid['rss'] or 0:>7.0f}  {mid['status']} {mid['reason']}"
         )
     print(f"load after: {os.getloadavg()}")
     return 0

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.runtime.rehearsal.config import LOW, precision_plan
-from model_compile.runtime.rehearsal.record import Record, Stop, guarded, set_repo_root, short_error, tool_frame
+from model_compile.runtime.rehearsal.record import (
+    Record,
+    Stop,
+    guarded,
+    process_age_s,
+    set_repo_root,
+    short_error,
+    tool_frame,
+)
 
 # -- set-up ----------------------------------------------------------------
 
@@ -360,7 +368,12 @@ def main(argv: list[str]) -> int:
 
             from model_compile.runtime.dynamo_adapter import device_info, recompile_limit
 
-            record.data.update(torch=torch.__version__, device=device_info(), recompile_limit=recompile_limit())
+            record.data.update(
+                torch=torch.__version__,
+                device=device_info(),
+                recompile_limit=recompile_limit(),
+                started_s=process_age_s(),  # the interpreter's start and the torch import, before any phase
+            )
             if twin == "prepare":
                 prepare(spec, record)
             else:

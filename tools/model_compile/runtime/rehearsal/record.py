@@ -45,6 +45,16 @@ class Record:
         tmp.replace(self.path)
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process was created (Linux /proc; None elsewhere): the interpreter's start and imports."""
+    try:
+        ticks = int(open("/proc/self/stat", encoding="ascii").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime", encoding="ascii").read().split()[0])
+        return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def short_error(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     return " ".join(text.splitlines()[0].split())[:400]
