@@ -98,11 +98,17 @@ def test_a_vlm_without_its_data_trains_on_synthetic_batches_and_keeps_the_tower_
     assert facts.depth_known and "--model-config" in (facts.model_source or "")
 
 
-def test_a_child_that_hangs_times_out_and_leaves_no_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fork_server", ["on", "off"])
+def test_a_child_that_hangs_times_out_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork_server: str
+) -> None:
+    monkeypatch.setenv("MODEL_COMPILE_FORK_SERVER", fork_server)  # off: one process a rank
     facts, _, _ = standalone(RECIPES / "lm_hang", PY, Options(timeout_s=15), tmp_path)
     assert facts.status == "timeout" and "no result after 15 s" in (facts.reason or "")
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "spec.json")], capture_output=True, text=True)
     assert left.stdout.strip() == ""
+    zygote = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "rehearsal.zygote"], capture_output=True, text=True)
+    assert zygote.stdout.strip() == ""  # the fork server is gone too
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -10,6 +10,7 @@ timeout end every group too. Only the compiled twin is traced (`TORCH_TRACE`), w
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import socket
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.hard.env import proc
+from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import judge
@@ -96,26 +98,73 @@ def run(
     deadline = started + timeout_s
     facts = judge.planned_facts(plan, label, out_dir, LIMITS)
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
-    logs = out_dir / "logs"
     world = plan.world.world_size
     records: dict[str, list[dict[str, Any]]] = {}
     twins = ["reference", "eager", "compiled"]
+    server = _fork_server(interp, repo, env, out_dir, world, facts)
+    try:
+        _twins(facts, plan, server, cmd, repo, env, out_dir, world, records, twins, deadline, timeout_s)
+    finally:
+        if server is not None:
+            server.close()
+    facts.wall_s = round(time.monotonic() - started, 2)
+    judge.read(facts, plan, records, out_dir / "trace", repo)
+    write_summary(facts, out_dir)
+    return facts
+
+
+def _fork_server(
+    interp: Interpreter, repo: Path, env: dict[str, str], out_dir: Path, world: int, facts: RehearsalFacts
+) -> ForkServer | None:
+    """The fork server every child comes from (torch imported once), or None: one process a rank then."""
+    if os.environ.get("MODEL_COMPILE_FORK_SERVER", "on").lower() in ("0", "off", "no", "false"):
+        return None
+    common = child_env(env, out_dir, 0, world, 0, False)
+    for key in ("RANK", "LOCAL_RANK", "MASTER_PORT"):
+        common.pop(key, None)
+    try:
+        return ForkServer(interp.path, repo, common, out_dir / "logs" / "zygote.log")
+    except (ForkServerError, OSError) as exc:
+        facts.notes.append(f"the fork server did not start ({exc}): each rank is a process of its own")
+        return None
+
+
+def _twins(
+    facts: RehearsalFacts,
+    plan: Plan,
+    server: ForkServer | None,
+    cmd: list[str],
+    repo: Path,
+    env: dict[str, str],
+    out_dir: Path,
+    world: int,
+    records: dict[str, list[dict[str, Any]]],
+    twins: list[str],
+    deadline: float,
+    timeout_s: float,
+) -> None:
+    """The twins in order, each on its ranks; stops at the first that does not finish."""
+    spec = plan.spec
+    spec_path = out_dir / "spec.json"
+    logs = out_dir / "logs"
     # the reference twin runs first; its rank 0 first writes the tiny checkpoint and rows and reads the
     # recipe's precision (record-prepare-rank0.json): one process start less than a child of its own
     for twin in twins:
         left = deadline - time.monotonic()
         port = free_port()
         envs = [child_env(env, out_dir, r, world, port, twin == "compiled") for r in range(world)]
-        results, _, timed_out = proc.run_ranks(
-            cmd + [twin], repo, envs, max(left, 1.0), [logs / f"{twin}-rank{r}.log" for r in range(world)]
-        )
+        rank_logs = [logs / f"{twin}-rank{r}.log" for r in range(world)]
+        if server is not None:
+            results, _, timed_out = server.run_ranks([str(spec_path), twin], envs, max(left, 1.0), rank_logs)
+        else:
+            results, _, timed_out = proc.run_ranks(cmd + [twin], repo, envs, max(left, 1.0), rank_logs)
         records[twin] = [read_record(out_dir / f"record-{twin}-rank{r}.json") for r in range(world)]
         if twin == "reference":
             prepared = read_record(out_dir / "record-prepare-rank0.json")
             records["prepare"] = [prepared]
             if prepared.get("status") != "done":
                 judge.stopped(facts, "prepare", [prepared], timed_out, timeout_s, "", results)
-                break
+                return
             spec["precision"] = precision_plan((prepared.get("phases") or {}).get("precision") or {})
             if spec.get("checkpoint"):
                 ready = ((prepared.get("phases") or {}).get("checkpoint") or {}).get("reference_dir")
@@ -134,11 +183,7 @@ def run(
             continue
         if failed:
             judge.stopped(facts, twin, records[twin], timed_out, timeout_s, "", results)
-            break
-    facts.wall_s = round(time.monotonic() - started, 2)
-    judge.read(facts, plan, records, out_dir / "trace", repo)
-    write_summary(facts, out_dir)
-    return facts
+            return
 
 
 def write_summary(facts: RehearsalFacts, out_dir: Path) -> None:
