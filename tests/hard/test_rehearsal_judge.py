@@ -145,6 +145,59 @@ def test_a_per_layer_cache_guard_and_a_hard_coded_dynamic_false_are_named(tmp_pa
     assert any("hard-codes dynamic=False" in f for f in facts.fixes)
 
 
+@pytest.mark.parametrize(("recompiles", "noted"), [(7, True), (6, True), (5, False)])
+def test_a_frame_at_or_one_variant_short_of_the_limit_is_a_note_not_a_failure(
+    tmp_path: Path, recompiles: int, noted: bool
+) -> None:
+    sized = {
+        "frame": "forward (/repo/mvp/loss.py:243)",
+        "count": 1,
+        "variants": 2,
+        "guard": "0/1: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69",
+    }
+    micro = [_micro(0, graphs=1)] + [_micro(s, graphs=1, recompiles=[sized]) for s in range(1, recompiles + 1)]
+    records = _records([0.0] * len(micro), [0.0] * len(micro), micro)
+    records["compiled"][0]["recompile_limit"] = 8
+    facts = _read(tmp_path, records)
+    assert facts.status == "passed", facts.reason
+    assert bool(facts.near_limit) is noted
+    if noted:
+        assert facts.near_limit[0].startswith(
+            f"forward (/repo/mvp/loss.py:243): {recompiles + 1} compiled variants of 8"
+        )
+        assert "one per new input size" in facts.near_limit[0]
+        assert any("mark the length dynamic" in f for f in facts.fixes)
+        assert f"near the recompile limit: {facts.near_limit[0]}" in summary_lines(facts)
+        assert f"  near the limit: {facts.near_limit[0]}" in (text(facts, "cmd") or "").splitlines()
+
+
+def test_a_frame_that_hit_the_limit_is_not_also_near_it(tmp_path: Path) -> None:
+    sized = {
+        "frame": "forward (/repo/mvp/loss.py:243)",
+        "count": 1,
+        "variants": 2,
+        "guard": "size mismatch at index 1. expected 52, actual 69",
+    }
+    micro = [_micro(0, graphs=1)] + [_micro(s, graphs=1, recompiles=[sized]) for s in range(1, 8)]
+    micro[-1]["limit_hits"] = [LIMIT]
+    facts = _read(tmp_path, _records([0.0] * 8, [0.0] * 8, micro))
+    assert facts.status == "failed" and facts.near_limit == []
+
+
+def test_the_sync_line_says_why_nothing_was_checked(tmp_path: Path) -> None:
+    p = _plan(tmp_path)
+    records = _records([0.0], [0.0], [_micro(0, graphs=1)])
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    facts.world_size = 2
+    judge.read(facts, p, records, tmp_path / "trace", RECIPES.parent)
+    assert facts.sync == "not checked: no micro-step skipped its sync (each one stepped the optimizer)"
+    records["compiled"][0]["micro_steps"] = []
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    facts.world_size = 2
+    judge.read(facts, p, records, tmp_path / "trace", RECIPES.parent)
+    assert facts.sync == "not checked: the compiled run did not get to a micro-step"
+
+
 def test_changed_keys_fail(tmp_path: Path) -> None:
     facts = _read(tmp_path, _records([0.0], [0.0], [_micro(0, graphs=1)], keys_same=False))
     assert facts.status == "failed" and "state_dict keys changed" in (facts.reason or "")

@@ -264,6 +264,10 @@ class RehearsalFacts(BaseModel):
         default_factory=list, description="'<n> recompile(s) in <frame> (last guard: ...)', most first"
     )
     recompile_count: int = Field(default=0, description="new compiled variants after the first compile, rank 0")
+    near_limit: list[str] = Field(
+        default_factory=list,
+        description="frames at or one variant short of the recompile limit (a note, not the verdict)",
+    )
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
     graph_break_count: int = Field(default=0, description="graph breaks in the compiled twin's trace, rank 0")
     graph_break_site_count: int = Field(default=0, description="distinct file:line sites of those breaks")

@@ -44,6 +44,7 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
             f"drop it (or take it from the stage config) and rerun `{rerun}`"
         )
     limited = [h for s in facts.steps for h in s.limit_hits if _SIZE_GUARD.search(h)]
+    limited += [n for n in facts.near_limit if "new input size" in n]
     if limited and dynamic != "False":
         out.append(
             "a frame recompiles per sequence length until the limit: mark the length dynamic before the forward "

@@ -24,6 +24,8 @@ from model_compile.hard.rehearsal.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.plan import Plan
 from model_compile.hard.rehearsal.sites import read_trace
 
+_SIZE = "size mismatch at index"
+
 
 def planned_facts(plan: Plan, label: str, out_dir: Path, limits: str) -> RehearsalFacts:
     data = plan.data
@@ -283,6 +285,21 @@ def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity:
         )
     ranked = sorted(frames.items(), key=lambda kv: -len(kv[1]))
     facts.recompile_count = sum(len(v) for v in frames.values())
+    limit = int(((recs.get("compiled") or [{}])[0].get("recompile_limit")) or 8)
+    hit_frames = {h.split(" last reason", 1)[0] for s in facts.steps for h in s.limit_hits}
+    for frame, guards in ranked:
+        name = frame.split(" (", 1)[0]
+        if len(guards) + 1 >= limit - 1 and not any(f"'{name}'" in h for h in hit_frames):
+            sized = any(_SIZE in g for g in guards)
+            facts.near_limit.append(
+                f"{frame}: {len(guards) + 1} compiled variants of {limit} after {len(facts.steps)} optimizer steps"
+                + (
+                    ", one per new input size: a longer run, with more sizes than these steps had, hits the limit "
+                    "and runs this frame eager from then on"
+                    if sized
+                    else ": close to the limit"
+                )
+            )
     facts.recompile_frames = [
         f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1])[:160]})" for f, g in ranked
     ]
@@ -336,7 +353,11 @@ def _sync(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
 
     checks = [c for rec in recs.get("compiled") or [] for c in rec.get("sync_checks") or []]
     if not checks:
-        facts.sync = "not checked: the stage syncs every micro-step (no accumulation)" if facts.world_size > 1 else None
+        micro = [m for rec in recs.get("compiled") or [] for m in rec.get("micro_steps") or []]
+        if not micro:
+            facts.sync = "not checked: the compiled run did not get to a micro-step" if facts.world_size > 1 else None
+        elif facts.world_size > 1:
+            facts.sync = "not checked: no micro-step skipped its sync (each one stepped the optimizer)"
         return
     known = [c for c in checks if c.get("reduced") is not None]
     if not known:

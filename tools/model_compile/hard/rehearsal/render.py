@@ -102,6 +102,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     if facts.status == "tool-error":
         return [f"rehearsal did not run (a model-compile fault, not the recipe's): {facts.reason}"]
     out = [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
+    out += [f"near the recompile limit: {n}" for n in facts.near_limit]
     out += [f"fix: {f}" for f in facts.fixes]
     if facts.versus_base:
         out.append(base_line(facts))
@@ -186,6 +187,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines.append(
             "recompile-limit hits: " + ("; ".join(readable_guard(h)[:220] for h in hits[:3]) if hits else "none")
         )
+        lines += [f"  near the limit: {n[:220]}" for n in facts.near_limit[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
     if facts.sync:
