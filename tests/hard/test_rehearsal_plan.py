@@ -264,8 +264,9 @@ def test_plan_of_a_fixture_recipe(tmp_path: Path) -> None:
     assert _plan(RECIPES / "lm_blocks", tmp_path, world_size=1).world.world_size == 1
     static = _plan(RECIPES / "lm_static", tmp_path)
     assert static.compile_kwargs.get("dynamic") == "False" and static.forward_step.startswith(
-        "engine/lm_static_engine.py:"
+        "recipes/lm_static/engine/lm_static_engine.py:"  # as typed at the repository root
     )
+    assert (static.compile_call or "").startswith("recipes/lm_static/")
 
 
 def test_plan_of_a_recipe_that_builds_from_its_own_fields(tmp_path: Path) -> None:

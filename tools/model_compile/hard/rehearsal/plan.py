@@ -295,7 +295,20 @@ def plan(
         overrides=overrides,
         spec=spec,
         notes=notes,
-        compile_call=f"{compile_event.file}:{compile_event.line}: {compile_event.call}" if compile_event else None,
+        compile_call=(
+            f"{_repo_relative((recipe_root / compile_event.file).resolve(), repo_root)}:{compile_event.line}: "
+            f"{compile_event.call}"
+            if compile_event
+            else None
+        ),
         compile_kwargs=dict(compile_event.arguments or {}) if compile_event else {},
-        forward_step=f"{ledger.file}:{fwd}" if fwd else None,
+        forward_step=f"{_repo_relative(engine_file, repo_root)}:{fwd}" if fwd else None,
     )
+
+
+def _repo_relative(path: Path, repo_root: Path) -> str:
+    """The path as a user at the repository root types it (a recipe-relative path names no file there)."""
+    try:
+        return path.relative_to(repo_root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
