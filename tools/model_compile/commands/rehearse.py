@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             )
         except KeyboardInterrupt as exc:
             sys.stderr.write(
-                f"model-compile rehearse: interrupted ({exc or 'SIGINT'}); every process group it started was ended\n"
+                f"model-compile rehearse: interrupted ({str(exc) or 'SIGINT'}); every process group it started was ended\n"
             )
             return 130
     if args.format == "json":
