@@ -24,3 +24,19 @@ def pytest_configure(config):
     # The rehearsal layer (a tiny model, eager vs compiled: tens of seconds) is listed as not run in the
     # suite's --hard runs; tests/hard/test_rehearsal*.py run it on purpose.
     os.environ.setdefault("MODEL_COMPILE_REHEARSAL", "off")
+    # -n auto runs one worker a core, and each worker's child processes (pytest in a fixture repository, the
+    # rehearsal's ranks) would start one OpenMP thread a core more: on 2 cores, 4+ threads spinning for 2.
+    # Tiny models gain nothing from a second thread; one a process keeps the cores busy with work.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    # With --dist loadfile, xdist hands out whole files, by default the files with the most tests first: the
+    # many small rule cases went first and the few long runtime files last, so one of them ran alone at the
+    # end. Keep the order below instead (pytest_collection_modifyitems): the long files are handed out first
+    # and the short ones fill the workers' tails.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Modules marked `hard` (real torch.compile in child processes: most of the suite's time) run first."""
+    items.sort(key=lambda item: item.get_closest_marker("hard") is None)
