@@ -63,7 +63,7 @@ def _records(parity_c: list[float], parity_e: list[float], micro: list[dict], ke
         }
     }
     parity = {
-        "rule": "compiled error <= 3 x eager error + 0.0001, both against the float32 reference",
+        "rule": "compiled error <= 3 x the eager twin's largest error so far + 0.0001, both against the float32 reference",
         "compiled": {"grads": [{"err": e, "worst": "w"} for e in parity_c], "loss": [0.0] * len(micro)},
         "eager": {"grads": [{"err": e, "worst": "w"} for e in parity_e], "loss": [0.0] * len(micro)},
         "bounds": {"grads": [3 * e + 1e-4 for e in parity_e], "loss": [1e-4] * len(micro)},

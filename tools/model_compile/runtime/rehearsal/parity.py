@@ -8,7 +8,9 @@ For each optimizer step, a twin's gradient error is ||g - ref|| / ||ref|| over a
 parameter that contributes most is named); for each micro-step its loss error is |loss - ref| / |ref|. The
 compiled twin passes when its error is at most MULTIPLIER times the eager twin's plus FLOOR, the way PyTorch's
 own accuracy checks judge a compiled result against an fp64 reference: a bf16 recipe is held to the drift
-bf16 already has, not to an fp32 tolerance.
+bf16 already has, not to an fp32 tolerance. The eager twin's error at a step is its largest up to that step
+(an envelope): drift builds up over the steps, and one micro-step where eager happened to land on the
+reference (1e-6 where its others are 1e-4) is luck, not the noise floor.
 """
 
 from __future__ import annotations
@@ -103,11 +105,22 @@ def compare(
     e_grads = _grad_err(eager["grads"], reference["grads"])
     e_loss = _loss_err(eager["losses"], reference["losses"])
     out["eager"] = {"grads": e_grads, "loss": e_loss}
-    out["rule"] = f"compiled error <= {MULTIPLIER:g} x eager error + {FLOOR:g}, both against the {ref_dtype} reference"
+    out["rule"] = (
+        f"compiled error <= {MULTIPLIER:g} x the eager twin's largest error so far + {FLOOR:g}, "
+        f"both against the {ref_dtype} reference"
+    )
     out["bounds"] = {
-        "grads": [MULTIPLIER * e["err"] + FLOOR for e in e_grads],
-        "loss": [MULTIPLIER * e + FLOOR for e in e_loss],
+        "grads": [MULTIPLIER * e + FLOOR for e in envelope([e["err"] for e in e_grads])],
+        "loss": [MULTIPLIER * e + FLOOR for e in envelope(e_loss)],
     }
+    return out
+
+
+def envelope(errors: list[float]) -> list[float]:
+    """The largest error up to each step: the noise floor a later step is held to."""
+    out: list[float] = []
+    for err in errors:
+        out.append(max(err, out[-1]) if out else err)
     return out
 
 
@@ -121,16 +134,23 @@ def failures(parity: dict[str, Any]) -> list[str]:
     bounds = parity.get("bounds") or {}
     for i, (row, bound) in enumerate(zip(parity["compiled"]["grads"], bounds.get("grads", []), strict=False)):
         if row["err"] > bound:
-            eager = parity.get("eager", {}).get("grads", [])
-            floor = f"; eager {eager[i]['err']:.2e}" if i < len(eager) else ""
+            eager = [e["err"] for e in parity.get("eager", {}).get("grads", [])]
+            floor = _floor(eager, i)
             out.append(
                 f"gradients differ at optimizer step {i}: {row['err']:.2e} > {bound:.2e}{floor} (worst: {row['worst']})"
             )
             break
     for i, (err, bound) in enumerate(zip(parity["compiled"]["loss"], bounds.get("loss", []), strict=False)):
         if err > bound:
-            eager = parity.get("eager", {}).get("loss", [])
-            floor = f"; eager {eager[i]:.2e}" if i < len(eager) else ""
+            floor = _floor(parity.get("eager", {}).get("loss", []), i)
             out.append(f"loss differs at micro-step {i}: {err:.2e} > {bound:.2e}{floor}")
             break
     return out
+
+
+def _floor(eager: list[float], i: int) -> str:
+    """`; eager 1.2e-06, at most 3.3e-04 so far`: the eager twin's error there and the envelope the bound used."""
+    if i >= len(eager):
+        return ""
+    most = max(eager[: i + 1])
+    return f"; eager {eager[i]:.2e}" + (f", at most {most:.2e} so far" if most > eager[i] else "")
