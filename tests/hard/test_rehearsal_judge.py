@@ -415,3 +415,17 @@ def test_a_compiled_rank_that_stopped_before_comparing_is_read_without_a_crash(t
     judge.stopped(facts, "compiled", records["compiled"], False, 60, "")
     judge.read(facts, p, records, tmp_path / "trace", RECIPES.parent)
     assert facts.status == "tool-error" and "(rank 1)" in (facts.reason or "")
+
+
+def test_a_reused_out_folder_keeps_only_this_runs_trace(tmp_path: Path) -> None:
+    from model_compile.hard.rehearsal.run import clear_stale
+
+    (tmp_path / "trace").mkdir()
+    old = [tmp_path / "trace" / "dedicated_log_torch_trace_a1.log", tmp_path / "record-compiled-rank0.json"]
+    old += [tmp_path / "tensors-eager-rank0.pt", tmp_path / "init-reference-rank1.pt"]
+    kept = [tmp_path / "trace" / "notes.txt", tmp_path / "spec.json", tmp_path / "logs.txt"]
+    for path in old + kept:
+        path.write_text("x")
+    clear_stale(tmp_path)
+    assert [p.exists() for p in old] == [False] * len(old)
+    assert all(p.exists() for p in kept)

@@ -81,15 +81,22 @@ def read_record(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+STALE = ("record-*.json", "tensors-*.pt", "init-*.pt", "trace/dedicated_log_torch_trace*.log")
+
+
+def clear_stale(out_dir: Path) -> None:
+    """A reused --out: an earlier run's records, tensors and trace go, so only this run's are read."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for pattern in STALE:
+        for stale in out_dir.glob(pattern):
+            stale.unlink()
+
+
 def run(
     plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float, label: str
 ) -> RehearsalFacts:
     """Run every child; read their records and the compiled twin's trace into the facts."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (
-        list(out_dir.glob("record-*.json")) + list(out_dir.glob("tensors-*.pt")) + list(out_dir.glob("init-*.pt"))
-    ):
-        stale.unlink()
+    clear_stale(out_dir)
     spec = plan.spec
     spec_path = out_dir / "spec.json"
     repo = Path(spec["repo_root"])
