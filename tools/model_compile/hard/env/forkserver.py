@@ -29,13 +29,20 @@ class ForkServerError(Exception):
     """The server did not start (the reason is the message)."""
 
 
-def _kill(pid: int) -> None:
+def _kill(pid: int, grace_s: float = 0.5) -> None:
+    """TERM, then KILL, the session `pid` leads; each waits (polling) up to `grace_s` for the group to be gone."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             return
-        time.sleep(0.5)
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end:
+            try:
+                os.killpg(pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.02)
 
 
 class ForkServer:

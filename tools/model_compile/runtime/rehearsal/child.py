@@ -277,16 +277,26 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         micro_steps=len(driver.micro),
     )
     out = Path(spec["out_dir"])
-    torch.save({"grads": driver.grads, "losses": driver.losses}, out / f"tensors-{twin}-rank{rank}.pt")
+    tensors = {"grads": driver.grads, "losses": driver.losses}
+    torch.save(tensors, out / f"tensors-{twin}-rank{rank}.pt")
     if initial is None:
         torch.save(driver.init_params, out / f"init-{twin}-rank{rank}.pt")
     if twin == "compiled":
-        judge(spec, rank, record)
+        judge(spec, rank, record, tensors)
 
 
-def judge(spec: dict[str, Any], rank: int, record: Record) -> None:
-    """The compiled twin against the eager twin (keys) and the reference (parity, with its noise floor)."""
+def _load(path: Path) -> Any:
+    """A twin's saved tensors, memory-mapped where this torch can (no copy of tens of MB just to compare them)."""
     import torch
+
+    try:
+        return torch.load(path, mmap=True)
+    except TypeError:  # a torch without mmap loading
+        return torch.load(path)
+
+
+def judge(spec: dict[str, Any], rank: int, record: Record, mine: dict[str, Any]) -> None:
+    """The compiled twin against the eager twin (keys) and the reference (parity, with its noise floor)."""
 
     from model_compile.runtime.rehearsal.model_facts import compare_keys
     from model_compile.runtime.rehearsal.parity import compare
@@ -295,10 +305,9 @@ def judge(spec: dict[str, Any], rank: int, record: Record) -> None:
     with guarded("parity", "tool-error", "the twins' records could not be compared"):
         eager_record = json.loads((out / f"record-eager-rank{rank}.json").read_text(encoding="utf-8"))
         keys = compare_keys(eager_record["phases"]["model"]["keys"], record.data["phases"]["model"]["keys"])
-        eager = torch.load(out / f"tensors-eager-rank{rank}.pt")
-        mine = torch.load(out / f"tensors-compiled-rank{rank}.pt")
+        eager = _load(out / f"tensors-eager-rank{rank}.pt")
         ref_path = out / f"tensors-reference-rank{rank}.pt"
-        reference = torch.load(ref_path) if ref_path.exists() else None
+        reference = _load(ref_path) if ref_path.exists() else None
         ref_dtype = spec["precision"].get("reference_dtype") or "float32"
         if reference is not None and ref_dtype == "float64":
             ref_record = json.loads((out / f"record-reference-rank{rank}.json").read_text(encoding="utf-8"))

@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ class Record:
 
     def __init__(self, path: Path, twin: str, rank: int) -> None:
         self.path = path
+        self._t0 = time.perf_counter()
         self.data: dict[str, Any] = {
             "schema": "model-compile-rehearsal/2",
             "twin": twin,
@@ -26,15 +28,20 @@ class Record:
         }
 
     def phase(self, name: str, **facts: Any) -> None:
-        self.data["phases"][name] = {"ok": True, **facts}
+        self.data["phases"][name] = {"ok": True, **facts, "at_s": self.age()}
         self.flush()
 
     def stop(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
-        self.data["phases"][phase] = {"ok": False, "reason": reason, "detail": detail[-4000:]}
+        self.data["phases"][phase] = {"ok": False, "reason": reason, "detail": detail[-4000:], "at_s": self.age()}
         self.data.update(status=status, stopped_at=phase, reason=reason, fault=fault)
         self.flush()
 
+    def age(self) -> float:
+        """Seconds since this record was made (phases carry it as `at_s`: where a child's time went)."""
+        return round(time.perf_counter() - self._t0, 3)
+
     def flush(self) -> None:
+        self.data["flushed_s"] = self.age()
         own = resource.getrusage(resource.RUSAGE_SELF)
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         scale = 1024 * 1024 if sys.platform == "darwin" else 1024
