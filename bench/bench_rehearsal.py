@@ -34,6 +34,10 @@ FIX = ROOT / "tests" / "hard" / "fixtures" / "rehearsal_repo" / "recipes"
 CASES = {
     "vl at depth, 1 rank (qwen3_vl 10+10 layers, whole model, tower eager)": (FIX / "vlm3_kit", ["--world-size", "1"]),
     "vl stage on 2 ranks (qwen3_vl 10+10 layers, FSDP2)": (FIX / "vlm3_kit", ["--world-size", "2"]),
+    "vl at real depth, 1 rank (Qwen3-VL-2B's 28+24 layers, tiny width)": (
+        FIX / "vlm3_kit",
+        ["--world-size", "1", "--model-config", str(ROOT / "bench" / "configs" / "qwen3_vl_2b_depth.json")],
+    ),
     "lm per block, 2 ranks DDP (qwen3 10 layers, bf16, accumulation)": (FIX / "lm_blocks", []),
     "demo:vlm_kit (own builder, own data)": (ROOT / "examples" / "demo_repo" / "recipes" / "vlm_kit", []),
 }
