@@ -5,13 +5,14 @@ fallbacks and broken files."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from model_compile.analyze import analyze_path, analyze_tree
+from model_compile.analyze import analyze_path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = ROOT / "tests" / "fixtures" / "soft_repo"
@@ -187,31 +188,36 @@ def test_cli_formats(fmt):
         assert run["results"] and all(r["partialFingerprints"] for r in run["results"])
 
 
+_CYCLE_CHECK = """
+import gc, json, sys
+from pathlib import Path
+from model_compile.analyze import analyze_path, analyze_tree
+from model_compile.discover.tree import MemoryTree
+from model_compile.rules import ALL_RULES  # every rule's examples too: many shapes
+from model_compile.rules.scaffold import example_files
+
+repo, demo = Path(sys.argv[1]), Path(sys.argv[2])
+gc.collect()
+gc.disable()
+gc.set_debug(gc.DEBUG_SAVEALL)
+analyze_path(repo)
+analyze_path(demo)
+kit = "class MLLMModelKit:\\n    def apply_model_compile(self, model, backend, mode):\\n        model.compile()\\n"
+for rule in ALL_RULES:
+    for example in [*rule.VALID, *rule.INVALID]:
+        analyze_tree(MemoryTree({"example_engine/kit/mllm/model.py": kit, **example_files(example)}))
+gc.collect()
+cyclic = list(gc.garbage)
+print(json.dumps([len(cyclic), sorted({type(o).__qualname__ for o in cyclic})[:10]]))
+"""
+
+
 def test_analysis_makes_no_reference_cycles():
-    """analyze_tree pauses the cycle collector: that is only safe while nothing it builds is a cycle."""
-    import gc
-
-    from model_compile.discover.tree import MemoryTree
-    from model_compile.rules import ALL_RULES  # every rule's examples too: many shapes
-    from model_compile.rules.scaffold import example_files
-
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        analyze_path(REPO)
-        analyze_path(ROOT / "examples" / "demo_repo")
-        kit = "class MLLMModelKit:\n    def apply_model_compile(self, model, backend, mode):\n        model.compile()\n"
-        for rule in ALL_RULES:
-            for example in [*rule.VALID, *rule.INVALID]:
-                analyze_tree(MemoryTree({"example_engine/kit/mllm/model.py": kit, **example_files(example)}))
-        gc.collect()
-        cyclic = list(gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was_enabled:
-            gc.enable()
-    kinds = sorted({type(o).__qualname__ for o in cyclic})
-    assert not cyclic, f"{len(cyclic)} objects in reference cycles: {kinds[:10]}"
+    """analyze_tree pauses the cycle collector: that is only safe while nothing it builds is a cycle. In a process
+    of its own: garbage an earlier test left in this worker (torch's fake tensors, say) is not the analysis's."""
+    args = [sys.executable, "-c", _CYCLE_CHECK, str(REPO), str(ROOT / "examples" / "demo_repo")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tools")}
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, kinds = json.loads(done.stdout.strip().splitlines()[-1])
+    assert count == 0, f"{count} objects in reference cycles: {kinds}"
