@@ -275,3 +275,46 @@ def test_report_names_wiring_and_gaps_without_torch(tmp_path):
     assert any(g.startswith("smoke: not-run - run: ") for g in report.gaps)
     if report.environment.cpu_only:
         assert report.gaps[0].startswith("no accelerator")
+
+
+_SCHEMA_COMPILE_OFF = """from pydantic import BaseModel
+
+
+class CompileConfig(BaseModel):
+    enabled: bool = False
+    backend: str = "inductor"
+    mode: str = "default"
+
+
+class ModelConfig(BaseModel):
+    compile: CompileConfig = CompileConfig()
+
+
+class FixtureConfig(BaseModel):
+    engine: str = "structfail"
+    model: ModelConfig = ModelConfig()
+"""
+
+
+@pytest.mark.parametrize("stage_enables", [False, True])
+def test_a_failure_with_compile_off_everywhere_is_not_compiles(tmp_path, stage_enables):
+    """No base to compare with: a test layer that failed while every stage keeps compile off (and the run did
+    not switch it on) is existing, not compile's; near miss: a stage that turns compile on keeps it the recipe's."""
+    import shutil
+
+    recipe = tmp_path / "repo" / "recipes" / "structfail"
+    shutil.copytree(REPO, tmp_path / "repo")
+    (recipe / "configs" / "schema.py").write_text(_SCHEMA_COMPILE_OFF)
+    yaml = "engine: structfail\n" + ("model:\n  compile:\n    enabled: true\n" if stage_enables else "")
+    (recipe / "configs" / "train.yaml").write_text(yaml)
+    report = validate_hard(recipe, out=tmp_path / "out", rehearsal=False)
+    structure = report.layers[1]
+    assert structure.name == "structure" and structure.status == "failed"
+    if stage_enables:
+        assert structure.existing is None and not structure.reason.startswith("not caused by compile")
+    else:
+        assert structure.existing is True
+        assert structure.reason.startswith(
+            "not caused by compile: it failed with compile off (every stage keeps it off and this run did not pass "
+            "model.compile.enabled=true)."
+        )

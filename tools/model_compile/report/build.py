@@ -105,11 +105,10 @@ def _verdict(
     if introduced:
         r = introduced[0]
         return "needs changes", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "")
-    if failed:  # every failure fails on the change's base too: not the change's, but nothing is validated either
+    if failed:  # every failure is existing (on the change's base too, or with compile off): nothing is validated
         r = failed[0]
-        return "not validated", f"layer {r.name} {r.status} on the base too (existing)" + (
-            f": {r.reason}" if r.reason else ""
-        )
+        # the reason says why it is existing ("existing: it failed on the base ..." / "not caused by compile: ...")
+        return "not validated", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else " (existing)")
     if recipe.compile_path == "none":
         return "not validated", "the recipe does not compile: nothing to validate (MC100 lists it as a target)"
     if hard is None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.ledger.summary import code_shapes
+from model_compile.parse.models import ConfigFacts
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, step_ref
 from model_compile.rules.finding import Finding
 from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
@@ -77,13 +78,13 @@ def stage_split(ctx: RecipeContext) -> tuple[list[str], list[str], list[str]]:
     return ddp, fsdp, unknown
 
 
-def compile_state(ctx: RecipeContext) -> dict[str, bool | None]:
+def compile_state(config: ConfigFacts) -> dict[str, bool | None]:
     """Whether each stage trains compiled, as far as the files say: its own `enabled` (a literal or a
     run-time default), else the schema default; None when neither is known."""
-    enabled = ctx.config.schema_.fields.get("enabled")
+    enabled = config.schema_.fields.get("enabled")
     default = enabled.default if enabled is not None and enabled.present and isinstance(enabled.default, bool) else None
     out: dict[str, bool | None] = {}
-    for s in ctx.config.stages:
+    for s in config.stages:
         if "enabled" in s.values:
             known, value = s.static_value("enabled")
             out[s.name] = value if known and isinstance(value, bool) else None
@@ -311,7 +312,7 @@ class WholeModelBeforeBlockSharding(Rule):
                     ddp, fsdp, unknown = stage_split(ctx)
                     if fsdp:
                         where = f"block by block (FSDP2) in {', '.join(fsdp)} (parallel.mesh.shard: {_shard_values(ctx, fsdp)})"
-                        state = compile_state(ctx)
+                        state = compile_state(ctx.config)
                         on = [n for n in fsdp if state.get(n) is True]
                         off = [n for n in fsdp if state.get(n) is False]
                         if on:

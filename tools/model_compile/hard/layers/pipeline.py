@@ -47,6 +47,9 @@ class Context:
     html: bool = False  # --trace: also render tlparse's HTML where tlparse is installed
     probe_dir: Path | None = None  # on the child's PYTHONPATH (the tests import model_compile); printed in commands
     base_rev: str | None = None  # the change's base: a failing test layer is run there too (existing or new)
+    # the recipe's compile switch as this run turns it on, when every stage keeps compile off (the files say so):
+    # a test layer that fails without that switch failed with compile off, so compile did not cause it
+    compile_off_switch: str | None = None
 
     def prefix(self) -> list[str]:
         """`PYTHONPATH=<probe>` when the probe stands in for model_compile in the recipe's tests."""
@@ -260,6 +263,8 @@ def run_layers(report: HardReport, specs: list[LayerSpec], ctx: Context, preflig
                 _collect(report, spec, layer, ctx)
             if layer.status in ("failed", "timeout") and ctx.base_rev:
                 _against_base(layer, spec, ctx)
+            elif layer.status in ("failed", "timeout"):
+                _with_compile_off(layer, spec, ctx)
         report.layers.append(layer)
         if layer.status in ("failed", "timeout") or (layer.status == "missing" and spec.required):
             for later in STOPS.get(kind, ()):
@@ -290,6 +295,18 @@ def _against_base(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
     else:
         layer.existing = False
         layer.reason = f"new with the change: on the base {short} it {base.status}. " + (layer.reason or "")
+
+
+def _with_compile_off(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
+    """No base to compare with: a layer that failed with compile off everywhere is not compile's failure."""
+    switch = ctx.compile_off_switch
+    if switch is None or any(switch in option for option in spec.options):
+        return
+    layer.existing = True
+    layer.reason = (
+        f"not caused by compile: it failed with compile off (every stage keeps it off and this run did not pass "
+        f"{switch}). " + (layer.reason or "")
+    )
 
 
 def _collect(report: HardReport, spec: LayerSpec, layer: LayerResult, ctx: Context) -> None:

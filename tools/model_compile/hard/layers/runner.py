@@ -214,6 +214,7 @@ def validate_hard(
         trace,
         probe_dir,
         base_rev=base_rev,
+        compile_off_switch=_compile_off_switch(recipe_facts),
     )
     pipeline.run_layers(report, specs, ctx, check)
     if trace and not any(t.ranks for t in report.traces.values()):
@@ -221,3 +222,15 @@ def validate_hard(
         report.trace.note = f"--trace recorded nothing: {_why_no_trace(report)}"
     judge(report)
     return report
+
+
+def _compile_off_switch(recipe_facts: RecipeReport | None) -> str | None:
+    """The switch that turns compile on, when the recipe's files keep it off in every stage; else None."""
+    from model_compile.rules.wrapping import compile_state
+
+    if recipe_facts is None or not recipe_facts.config.stages:
+        return None
+    state = compile_state(recipe_facts.config)
+    if not state or any(value is not False for value in state.values()):
+        return None
+    return f"{config_key(recipe_facts.config.form, 'enabled')}=true"

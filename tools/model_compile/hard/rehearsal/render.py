@@ -120,6 +120,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
             + "; ".join(facts.recompile_frames[:3])
             + f" {where}"
         )
+    elif facts.steps:
+        hit = "hit" if facts.limit_hits else "not hit"
+        out.append(f"0 recompiles (new compiled variants) over {len(facts.steps)} optimizer steps; limit {hit} {where}")
     if facts.graph_break_sites:
         top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in facts.graph_break_sites[:4])
         out.append(f"{_graph_breaks(facts)}: {top} {where}")
