@@ -368,6 +368,8 @@ def test_the_base_beside_the_head_marks_each_measure() -> None:
     assert not any(line.startswith("dcp keys") for line in lines)  # unchanged on both: nothing to mark
     head.versus_base, head.base_rev = lines, "abcdef0123456789"
     assert base_line(head).startswith("against the base abcdef012345: new with the change: state_dict keys")
+    head.problems = ["recompile limit hit at optimizer step 0: forward"]
+    assert summary_lines(head)[0] == base_line(head)  # before the failures: the first lines say what is new
     unrun = versus(head, RehearsalFacts(status="not-run", label="x", reason="no engine"), "abc")
     assert unrun == ["the base (abc) was not rehearsed (not-run: no engine); nothing of the head can be marked"]
 

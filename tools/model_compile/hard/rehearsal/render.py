@@ -101,11 +101,12 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
         return [f"rehearsal not run: {facts.reason}"]
     if facts.status == "tool-error":
         return [f"rehearsal did not run (a model-compile fault, not the recipe's): {facts.reason}"]
-    out = [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
+    # on a change, what is new with it comes first: a reader of the first lines must not blame the change for
+    # a failure its base has too
+    out = [base_line(facts)] if facts.versus_base else []
+    out += [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
     out += [f"fix: {f}" for f in facts.fixes]
-    if facts.versus_base:
-        out.append(base_line(facts))
     model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     out.append(f"stage {facts.stage} on a tiny {model}{size}: {facts.model_source}; {_depth(facts)}")
