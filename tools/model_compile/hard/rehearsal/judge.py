@@ -195,7 +195,10 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     feed = compiled.get("feed") or (recs.get("eager") or [{}])[0].get("feed") or {}
     if feed.get("mode") == "batches" and facts.batches_mode != "batches":
         facts.batches_mode = "batches"
-        facts.batches = f"synthetic batches ({feed.get('batches')}), because {feed.get('reason')}"
+        facts.batches = (
+            f"synthetic batches ({feed.get('batches')}), which every figure here comes from, "
+            f"because {feed.get('reason')}"
+        )
         facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}")
     facts.notes += [n for n in compiled.get("notes") or [] if n not in facts.notes]
     parity_phase = (compiled.get("phases") or {}).get("parity") or {}

@@ -99,6 +99,7 @@ class Feed:
             read, images = rows.STATE["read"], rows.STATE["images"]
             return self._synthetic(
                 f"the recipe's data path dropped every image: {read} synthetic rows read ({images} images in them) "
-                f"made {PEEK} batches with no image, so its vision tower would never run (the log says why)"
+                f"made {PEEK} batches with no image, on which its vision tower would never run (the log says why they "
+                "were dropped)"
             )
         return _Replay(loader, peeked, iterator)
