@@ -127,6 +127,13 @@ def engine(cls: str, compile_at: str | None = "before_wrap") -> str:
             + _COMPILE
             + "        return model\n"
         )
+    elif compile_at == "wrapper_after_wrap":  # the kit call replaced by a wrapper after the wrap, backend fixed
+        body += (
+            "        model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+            "        if self.config.model.compile.enabled:\n"
+            '            model = torch.compile(model, backend="inductor")\n'
+            "        return model\n"
+        )
     else:
         body += "        return parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
     return head + body

@@ -53,6 +53,32 @@ def test_kit_compile_moved_after_wrap_supersedes_mc407(tmp_path: Path) -> None:
     assert "superseded by MC408" in text and "fixed findings: 0" in text
 
 
+def test_kit_call_replaced_by_a_wrapper_after_wrap_supersedes_mc407(tmp_path: Path) -> None:
+    """The kit call is gone, a `torch.compile` wrapper after the wrap lands in its function with errors: MC407 is
+    superseded by the placement error (the compile moved), not "no longer reported" as if it were an improvement."""
+    root = _repo(tmp_path, shard=8)
+    base = git(root, "rev-parse", "HEAD")
+    write(root, {"recipes/vlm/engine/vlm_engine.py": engine("Vlm", "wrapper_after_wrap")})
+    head = commit(root, "compile the wrapped model")
+    rep = review(root, base=base, head=head)
+    assert "MC404" in {f.rule for f in rep.new} or "MC408" in {f.rule for f in rep.new}
+    assert rep.fixed == []
+    ((rule, by),) = [(f.rule, f.superseded_by) for f in rep.superseded]
+    assert rule == "MC407" and by in {f.rule for f in rep.new if f.severity == "error"}
+
+
+def test_a_compile_call_that_stays_keeps_its_gone_finding_fixed(tmp_path: Path) -> None:
+    """Near miss: a finding that goes while the compile call it was about stays (here: the mesh stops sharding,
+    so MC407 no longer applies) is fixed, not superseded."""
+    root = _repo(tmp_path, shard=8)
+    base = git(root, "rev-parse", "HEAD")
+    cfg = root / "recipes/vlm/configs/train.yaml"
+    cfg.write_text(cfg.read_text().replace("shard: 8", "shard: 1"))
+    head = commit(root, "no sharding")
+    rep = review(root, base=base, head=head)
+    assert [f.rule for f in rep.fixed] == ["MC407"] and rep.superseded == []
+
+
 def test_mc407_names_the_sharding_stages_and_is_silent_under_ddp(tmp_path: Path) -> None:
     from model_compile.analyze import analyze_path
 
@@ -116,7 +142,10 @@ def test_compile_turned_on_in_a_sharded_stage_makes_mc407_new(tmp_path: Path) ->
     from model_compile.report.run import review_path
 
     md = markdown(review_path(root, base=base, head=head))
-    assert "### Superseded by a new finding on the same subject (not fixed)" in md and "stronger" not in md
+    assert (
+        "### Superseded by a new finding on the same subject, or where its compile call moved (not fixed)" in md
+        and "stronger" not in md
+    )
     assert "(replaced by the new MC407 finding)" in md
     # An unrelated edit keeps MC407 where it was: existing.
     (root / "recipes/vlm/README.md").write_text("# vlm\n\nmore\n")

@@ -20,6 +20,7 @@ from model_compile.rules.finding import SEVERITY_ORDER, Finding
 
 COMPILE_FIELDS = ("enabled", "backend", "mode")
 NEAR = 3  # lines: a finding this close to a changed line is "near the change"
+MOVED = 20  # lines: a compile call this close to a gone one, in the same file, is where it moved to
 # Steps whose order relative to compile matters.
 _ORDERED_KINDS = ("build", "patch", "freeze", "upcast", "checkpointing", "graph_break", "wrap")
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
@@ -254,7 +255,7 @@ def split_findings(
             head_pool[fp] -= 1
             continue
         df = DiffFinding(**f.model_dump(), side="base", on_changed_line=False)
-        by = _stronger(remap(f, recipe_map, path_map), new)
+        by = _stronger(remap(f, recipe_map, path_map), new) or _moved(remap(f, recipe_map, path_map), new, head)
         if by is not None:
             superseded.append(df.model_copy(update={"superseded_by": by.rule}))
         else:
@@ -309,6 +310,31 @@ def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
     # the kit call became `torch.compile`): the finding is still there, so it is not fixed.
     for f in new:
         if f.rule == gone.rule and f.recipe == gone.recipe and f.file == gone.file and abs(f.line - gone.line) <= NEAR:
+            return f
+    return None
+
+
+def _moved(gone: Finding, new: list[DiffFinding], head: list[Finding]) -> DiffFinding | None:
+    """The compile call a gone finding was about has no finding on the head side, while another compile call of
+    the same recipe and file, within MOVED lines, has a new finding of another rule at least as severe: the
+    compile moved (the kit call became a
+    `torch.compile` wrapper after the wrap, say), so the gone finding is superseded by it, not fixed."""
+    if not gone.subject or _subject_key(gone.subject).split()[:1] != ["compile"]:
+        return None
+    key = _subject_key(gone.subject)
+    if any(f.subject and _subject_key(f.subject) == key and f.recipe == gone.recipe for f in head):
+        return None
+    family = gone.rule[:3]
+    for f in sorted(new, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.rule[:3] != family, f.rule)):
+        if (
+            f.rule != gone.rule  # the same rule elsewhere is its own finding (a second compile call)
+            and f.recipe == gone.recipe
+            and f.file == gone.file
+            and abs(f.line - gone.line) <= MOVED
+            and f.subject
+            and _subject_key(f.subject).split()[:1] == ["compile"]
+            and SEVERITY_ORDER.get(f.severity, 9) <= SEVERITY_ORDER.get(gone.severity, 9)
+        ):
             return f
     return None
 
