@@ -40,11 +40,19 @@ def test_a_structure_layer_that_skipped_tests_says_so():
                     "tests": 3,
                     "passed": 2,
                     "skipped": 1,
-                    "skip_reasons": ["test_engine_structure: model-compile is not importable here"],
+                    "skip_reasons": [
+                        "recipes.r.tests.test_structure.test_engine_structure: model-compile is not importable here"
+                    ],
                 },
             }
         ],
     }
     (row,) = read_hard(hard).layers
     assert row.status == "passed"
-    assert row.reason == "2 passed, 1 skipped: test_engine_structure: model-compile is not importable here"
+    assert row.reason == (
+        "2 passed, 1 skipped: test_engine_structure: model-compile is not importable here "
+        "(the soft layer of this run ran that review)"
+    )
+    other = {**hard["layers"][0], "counts": {**hard["layers"][0]["counts"], "skip_reasons": ["test_x: needs data"]}}
+    (row,) = read_hard({**hard, "layers": [other]}).layers  # near miss: another skip is only named
+    assert row.reason == "2 passed, 1 skipped: test_x: needs data"

@@ -12,6 +12,9 @@ from model_compile.report.models import LayerRow, Measure, RecipeSection, Report
 
 MAX_FINDINGS = 6
 MAX_GAPS = 3
+REHEARSAL_LINES = (
+    10  # a passing rehearsal: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
+)
 WIDTH = 160
 LONG = 480  # findings, wiring, rehearsal lines and gaps: one line each, never cut where their point is
 
@@ -114,10 +117,10 @@ def _recipe(r: RecipeSection) -> list[str]:
                 f"recompile limit hit: {perf.recompile_limit_hit}; _orig_mod. keys: {perf.orig_mod_keys}"
             )
         )
-    rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith(("stage ", "the rehearsal ran a tiny"))]
+    rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith("the rehearsal ran a tiny")]
     if rehearsal:
         out.append("  rehearsal (tiny model, eager twin vs compiled; the Markdown and JSON have every line):")
-        out += [_cut(f"    - {ln}", LONG) for ln in rehearsal[:6]]
+        out += [_cut(f"    - {ln}", LONG) for ln in rehearsal[:REHEARSAL_LINES]]
     if gaps:
         out.append("  gaps:")
         out += [_cut(f"    - {g}", LONG) for g in gaps[:MAX_GAPS]]
