@@ -139,7 +139,7 @@ def _skips(status: str, counts: dict[str, Any] | None) -> str | None:
         return None
     why = _short_test_id((counts.get("skip_reasons") or [""])[0])
     if why.startswith("test_engine_structure: model-compile is not importable here"):
-        # the generated test runs the static review; the soft layer of this run already ran it
+        # the skip of templates/recipe_tests/asserts.py.j2: that test runs the static review the soft layer ran
         why += " (the soft layer of this run ran that review)"
     return f"{counts.get('passed', 0)} passed, {counts['skipped']} skipped" + (f": {why}" if why else "")
 

@@ -12,9 +12,8 @@ from model_compile.report.models import LayerRow, Measure, RecipeSection, Report
 
 MAX_FINDINGS = 6
 MAX_GAPS = 3
-REHEARSAL_LINES = (
-    10  # a passing rehearsal: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
-)
+# a passing rehearsal's lines: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
+REHEARSAL_LINES = 10
 WIDTH = 160
 LONG = 480  # findings, wiring, rehearsal lines and gaps: one line each, never cut where their point is
 

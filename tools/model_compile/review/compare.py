@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from model_compile.findings.models import RecipeReport
 from model_compile.ledger.compiled_scope import scope_changes
@@ -255,7 +256,7 @@ def split_findings(
             head_pool[fp] -= 1
             continue
         df = DiffFinding(**f.model_dump(), side="base", on_changed_line=False)
-        by = _stronger(remap(f, recipe_map, path_map), new) or _moved(remap(f, recipe_map, path_map), new, head)
+        by = _stronger(remap(f, recipe_map, path_map), new, head)
         if by is not None:
             superseded.append(df.model_copy(update={"superseded_by": by.rule}))
         else:
@@ -284,9 +285,11 @@ def _subject_key(subject: str) -> str:
     return " ".join(parts[:2]) if parts and parts[0] == "compile" else head
 
 
-def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
+def _stronger(gone: Finding, new: list[DiffFinding], head: list[Finding]) -> DiffFinding | None:
     """A new finding of another rule, at least as severe, on the same recipe and subject; or of the
-    same rule on the same subject with another scope (it now applies to other stages or values)."""
+    same rule on the same subject with another scope (it now applies to other stages or values); or, where the
+    compile call it was about has no finding left on the head side, on a compile call within MOVED lines of the
+    same file (the compile moved: the kit call became a `torch.compile` wrapper after the wrap, say)."""
     if not gone.subject:
         return None
     what, _ = subject_scope(gone.subject)
@@ -295,48 +298,41 @@ def _stronger(gone: Finding, new: list[DiffFinding]) -> DiffFinding | None:
             if subject_scope(f.subject)[0] == what:
                 return f
     key = _subject_key(gone.subject)
-    # Most severe first; among equals, the same rule family (MC4xx placement for MC407) names the cause best.
+    by = _as_severe(gone, new, lambda f: _subject_key(f.subject or "") == key)
+    if by is not None:
+        return by
+    # The same rule, new at the same place of the same file (its subject changed with the code it is about, e.g.
+    # the kit call became `torch.compile`): the finding is still there, so it is not fixed.
+    for f in new:
+        if f.rule == gone.rule and f.recipe == gone.recipe and f.file == gone.file and abs(f.line - gone.line) <= NEAR:
+            return f
+    if not _is_compile(gone.subject) or any(
+        f.subject and _subject_key(f.subject) == key and f.recipe == gone.recipe for f in head
+    ):
+        return None
+    return _as_severe(
+        gone, new, lambda f: f.file == gone.file and abs(f.line - gone.line) <= MOVED and _is_compile(f.subject)
+    )
+
+
+def _as_severe(gone: Finding, new: list[DiffFinding], where: Callable[[DiffFinding], bool]) -> DiffFinding | None:
+    """The first new finding of another rule of the same recipe, at least as severe, with a subject, `where` it
+    holds: most severe first; among equals, the same rule family (MC4xx placement for MC407) names the cause best."""
     family = gone.rule[:3]
     for f in sorted(new, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.rule[:3] != family, f.rule)):
         if (
             f.rule != gone.rule
             and f.recipe == gone.recipe
             and f.subject
-            and _subject_key(f.subject) == key
             and SEVERITY_ORDER.get(f.severity, 9) <= SEVERITY_ORDER.get(gone.severity, 9)
+            and where(f)
         ):
-            return f
-    # The same rule, new at the same place of the same file (its subject changed with the code it is about, e.g.
-    # the kit call became `torch.compile`): the finding is still there, so it is not fixed.
-    for f in new:
-        if f.rule == gone.rule and f.recipe == gone.recipe and f.file == gone.file and abs(f.line - gone.line) <= NEAR:
             return f
     return None
 
 
-def _moved(gone: Finding, new: list[DiffFinding], head: list[Finding]) -> DiffFinding | None:
-    """The compile call a gone finding was about has no finding on the head side, while another compile call of
-    the same recipe and file, within MOVED lines, has a new finding of another rule at least as severe: the
-    compile moved (the kit call became a
-    `torch.compile` wrapper after the wrap, say), so the gone finding is superseded by it, not fixed."""
-    if not gone.subject or _subject_key(gone.subject).split()[:1] != ["compile"]:
-        return None
-    key = _subject_key(gone.subject)
-    if any(f.subject and _subject_key(f.subject) == key and f.recipe == gone.recipe for f in head):
-        return None
-    family = gone.rule[:3]
-    for f in sorted(new, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.rule[:3] != family, f.rule)):
-        if (
-            f.rule != gone.rule  # the same rule elsewhere is its own finding (a second compile call)
-            and f.recipe == gone.recipe
-            and f.file == gone.file
-            and abs(f.line - gone.line) <= MOVED
-            and f.subject
-            and _subject_key(f.subject).split()[:1] == ["compile"]
-            and SEVERITY_ORDER.get(f.severity, 9) <= SEVERITY_ORDER.get(gone.severity, 9)
-        ):
-            return f
-    return None
+def _is_compile(subject: str | None) -> bool:
+    return bool(subject) and _subject_key(subject or "").split()[:1] == ["compile"]
 
 
 def kit_changes(before: list[KitFacts], after: list[KitFacts], path_map: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -297,7 +297,6 @@ def _load(path: Path) -> Any:
 
 def judge(spec: dict[str, Any], rank: int, record: Record, mine: dict[str, Any]) -> None:
     """The compiled twin against the eager twin (keys) and the reference (parity, with its noise floor)."""
-
     from model_compile.runtime.rehearsal.model_facts import compare_keys
     from model_compile.runtime.rehearsal.parity import compare
 

@@ -152,5 +152,5 @@ def _floor(eager: list[float], i: int) -> str:
     """`; eager 1.2e-06, at most 3.3e-04 so far`: the eager twin's error there and the envelope the bound used."""
     if i >= len(eager):
         return ""
-    most = max(eager[: i + 1])
+    most = envelope(eager[: i + 1])[-1]
     return f"; eager {eager[i]:.2e}" + (f", at most {most:.2e} so far" if most > eager[i] else "")
