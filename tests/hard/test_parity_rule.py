@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from model_compile.runtime.rehearsal.parity import compare, envelope, failures
+from model_compile.runtime.rehearsal.parity import _grad_err, compare, envelope, failures, pack
 
 
 def _twin(losses: list[float], grad_scale: float = 0.0) -> dict:
@@ -51,3 +51,62 @@ def test_gradients_use_the_same_envelope() -> None:
     assert failures(compare(inside, eager, REF, "aot_eager")) == []
     (why,) = failures(compare(outside, eager, REF, "aot_eager"))
     assert why.startswith("gradients differ at optimizer step 0:") and "(worst: w)" in why
+
+
+# -- the saved form: one flat tensor a step, judged per parameter ----------------------------------------------
+
+
+def _grads(**tensors: torch.Tensor) -> list[dict]:
+    return [dict(tensors)]
+
+
+def _err(mine: list[dict], theirs: list[dict]) -> dict:
+    (row,) = _grad_err(pack(mine), pack(theirs))
+    return row
+
+
+def test_packed_error_is_the_global_relative_l2_and_names_the_worst_parameter() -> None:
+    ref = _grads(a=torch.ones(4), b=torch.full((2, 3), 2.0))
+    mine = _grads(a=torch.ones(4), b=torch.full((2, 3), 2.0) + torch.tensor([[0.0, 0.0, 0.3], [0.0, 0.0, 0.0]]))
+    row = _err(mine, ref)
+    expected = 0.3 / float(torch.cat([torch.ones(4), torch.full((6,), 2.0)]).norm())
+    assert abs(row["err"] - expected) < 1e-6 and row["worst"] == "b" and row["compared"] == 2
+
+
+def test_packed_near_miss_another_order_is_matched_by_name() -> None:
+    ref = _grads(a=torch.ones(4), b=torch.full((3,), 2.0))
+    mine = _grads(b=torch.full((3,), 2.0), a=torch.ones(4) + torch.tensor([0.0, 0.5, 0.0, 0.0]))
+    row = _err(mine, ref)
+    assert row["worst"] == "a" and abs(row["err"] - 0.5 / float((4 + 12) ** 0.5)) < 1e-6
+
+
+def test_packed_invalid_a_size_change_or_a_nan_is_infinite() -> None:
+    ref = _grads(a=torch.ones(4), b=torch.ones(3))
+    assert _err(_grads(a=torch.ones(4), b=torch.ones(2)), ref) == {
+        "step": 0,
+        "err": float("inf"),
+        "worst": "b",
+        "missing": [],
+        "compared": 2,
+    }
+    assert _err(_grads(a=torch.tensor([1.0, float("nan"), 1.0, 1.0]), b=torch.ones(3)), ref)["err"] == float("inf")
+
+
+def test_packed_valid_equal_twins_and_empty_gradients_are_zero() -> None:
+    ref = _grads(a=torch.ones(4), empty=torch.zeros(0), b=torch.ones(3))
+    row = _err(_grads(a=torch.ones(4), empty=torch.zeros(0), b=torch.ones(3)), ref)
+    assert row["err"] == 0.0 and row["worst"] == ""
+
+
+def test_packed_a_missing_parameter_is_listed() -> None:
+    ref = _grads(a=torch.ones(4), b=torch.ones(3))
+    row = _err(_grads(a=torch.ones(4)), ref)
+    assert row["missing"] == ["b"] and row["err"] == 0.0
+
+
+def test_pack_keeps_names_once_unless_the_steps_differ() -> None:
+    same = pack([{"a": torch.ones(2)}, {"a": torch.zeros(2)}])
+    assert same["names"] == ["a"] and len(same["flat"]) == 2
+    differ = pack([{"a": torch.ones(2)}, {"a": torch.ones(2), "b": torch.ones(1)}])
+    assert [s["names"] for s in differ["steps"]] == [["a"], ["a", "b"]]
+    assert [r["err"] for r in _grad_err(differ, differ)] == [0.0, 0.0]

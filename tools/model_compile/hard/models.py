@@ -282,6 +282,11 @@ class RehearsalFacts(BaseModel):
     eager_step_s: float | None = None
     trace_compile_s: float | None = None
     wall_s: float = 0.0
+    server_start_s: float | None = Field(
+        default=None,
+        description="of the wall, the fork server's start: the interpreter and one import of torch and "
+        "transformers that every twin shares (None: each rank started a process of its own)",
+    )
     peak_rss_mb: float | None = None
     cpu_s: float | None = Field(
         default=None, description="CPU seconds of every child (steadier than wall on a shared machine)"

@@ -65,6 +65,7 @@ class ForkServer:
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
         self.live: set[int] = set()
         threading.Thread(target=self._read, daemon=True).start()
+        started = time.monotonic()
         try:
             first = self.messages.get(timeout=READY_S)
         except queue.Empty:
@@ -73,6 +74,7 @@ class ForkServer:
         if "ready" not in first:
             self.close()
             raise ForkServerError(f"the fork server did not start (see {log})")
+        self.ready_s = round(time.monotonic() - started, 2)  # its interpreter's start and the shared imports
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -200,8 +200,14 @@ def text(facts: RehearsalFacts, command: str) -> str:
     if timing:
         lines.append(f"time: {timing}")
     if facts.wall_s:
+        shared = (
+            f", {facts.server_start_s} s of it starting Python and importing torch and transformers once for every twin"
+            if facts.server_start_s
+            else ""
+        )
         lines.append(
-            f"wall {facts.wall_s} s ({facts.cpu_s} CPU s in the children), peak RSS {facts.peak_rss_mb} MB (torch {facts.torch})"
+            f"wall {facts.wall_s} s{shared} ({facts.cpu_s} CPU s in the children), peak RSS {facts.peak_rss_mb} MB "
+            f"(torch {facts.torch})"
         )
     for problem in facts.problems[1:6]:
         lines.append(f"also: {readable_guard(problem)}")

@@ -109,6 +109,7 @@ def run(
     records: dict[str, list[dict[str, Any]]] = {}
     twins = ["reference", "eager", "compiled"]
     server = _fork_server(interp, repo, env, out_dir, world, facts)
+    facts.server_start_s = server.ready_s if server is not None else None
     try:
         _twins(facts, plan, server, cmd, repo, env, out_dir, world, records, twins, deadline, timeout_s)
     finally:

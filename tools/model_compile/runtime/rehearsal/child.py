@@ -10,9 +10,10 @@ with `RANK`/`WORLD_SIZE`/`MASTER_ADDR`/`MASTER_PORT` set as a launcher sets them
 - `compiled`: the same run with compile on; it then compares itself with the other twins of its rank.
 
 Each writes `record-<twin>-rank<r>.json` after every phase (a crash or a timeout still leaves what was done)
-and `tensors-<twin>-rank<r>.pt` (losses and the gradients each optimizer step applied). A process group is
-started over gloo when the world has more than one rank and the engine has not started one (the reference
-engine skips it without an accelerator); its own mesh and wrap then run as on accelerators.
+and `tensors-<twin>-rank<r>.pt` (losses and the gradients each optimizer step applied, one flat tensor a
+step). A process group is started over gloo when the world has more than one rank and the engine has not
+started one (the reference engine skips it without an accelerator); its own mesh and wrap then run as on
+accelerators.
 """
 
 from __future__ import annotations
@@ -277,7 +278,9 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         micro_steps=len(driver.micro),
     )
     out = Path(spec["out_dir"])
-    tensors = {"grads": driver.grads, "losses": driver.losses}
+    from model_compile.runtime.rehearsal.parity import pack
+
+    tensors = {"grads": pack(driver.grads), "losses": driver.losses}
     torch.save(tensors, out / f"tensors-{twin}-rank{rank}.pt")
     if initial is None:
         torch.save(driver.init_params, out / f"init-{twin}-rank{rank}.pt")

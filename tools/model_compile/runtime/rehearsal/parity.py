@@ -38,34 +38,81 @@ def rel_err(a: Any, b: Any) -> float:
     return diff / max(scale, 1e-12) if diff else 0.0
 
 
-def _grad_err(grads: list[dict[str, Any]], ref: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pack(grads: list[dict[str, Any]]) -> dict[str, Any]:
+    """A twin's gradients as saved: one flat tensor an optimizer step, the parameter names and sizes once.
+
+    Thousands of small tensors cost a second to pickle and unpickle; a few flat ones cost milliseconds, and the
+    error of each parameter is then a segment of one vector operation."""
+    import torch
+
+    steps = []
+    for grad in grads:
+        names = list(grad)
+        sizes = [int(t.numel()) for t in grad.values()]
+        flat = torch.cat([t.reshape(-1) for t in grad.values()]) if grad else torch.zeros(0)
+        steps.append({"names": names, "sizes": sizes, "flat": flat})
+    # the names and sizes once when every step has the same (the usual case): less to unpickle
+    if steps and all(s["names"] == steps[0]["names"] and s["sizes"] == steps[0]["sizes"] for s in steps):
+        return {"names": steps[0]["names"], "sizes": steps[0]["sizes"], "flat": [s["flat"] for s in steps]}
+    return {"steps": steps}
+
+
+def _steps(packed: Any) -> list[tuple[list[str], list[int], Any]]:
+    """(names, sizes, flat) each optimizer step, from a packed form or a list of name -> tensor dicts."""
+    if isinstance(packed, list):
+        packed = pack(packed)
+    if "steps" in packed:
+        return [(s["names"], s["sizes"], s["flat"]) for s in packed["steps"]]
+    return [(packed["names"], packed["sizes"], flat) for flat in packed["flat"]]
+
+
+def _grad_err(grads: Any, ref: Any) -> list[dict[str, Any]]:
     """Per optimizer step: ||g - ref|| / ||ref|| over every parameter's gradient at once (a global relative L2
     error: a parameter whose gradient is all rounding noise cannot dominate it), and the parameter whose
     difference is the largest part of it."""
     import torch
 
     out = []
-    for i, (mine, theirs) in enumerate(zip(grads, ref, strict=False)):
-        diff_sq, ref_sq, worst, name, shape_change = 0.0, 0.0, 0.0, "", ""
-        for key, tensor in mine.items():
-            other = theirs.get(key)
+    for i, (mine, theirs) in enumerate(zip(_steps(grads), _steps(ref), strict=False)):
+        names, sizes, flat = mine
+        t_names, t_sizes, t_flat = theirs
+        where = {name: (size, at) for name, size, at in zip(t_names, t_sizes, _offsets(t_sizes), strict=True)}
+        shape_change, pairs, kept = "", [], []  # pairs: (my offset, their offset, size) of each compared one
+        for name, size, at in zip(names, sizes, _offsets(sizes), strict=True):
+            other = where.get(name)
             if other is None:
                 continue
-            if tensor.shape != other.shape:
-                shape_change = key
-                continue
-            d = float(torch.linalg.vector_norm(tensor.double() - other.double()) ** 2)
-            diff_sq += d
-            ref_sq += float(torch.linalg.vector_norm(other.double()) ** 2)
-            if d > worst:
-                worst, name = d, key
-        err = (diff_sq**0.5) / max(ref_sq**0.5, 1e-30) if diff_sq else 0.0
+            if other[0] != size:
+                shape_change = name
+            elif size:  # an empty gradient adds nothing
+                pairs.append((at, other[1], size))
+                kept.append(name)
+        err, name = 0.0, ""
+        if kept:
+            if names == t_names and sizes == t_sizes:  # the same parameters in the same order: no gather
+                a, b = flat.double(), t_flat.double()
+            else:
+                a = flat.double()[torch.cat([torch.arange(m, m + n) for m, _, n in pairs])]
+                b = t_flat.double()[torch.cat([torch.arange(t, t + n) for _, t, n in pairs])]
+            per_param = torch.segment_reduce((a - b) ** 2, "sum", lengths=torch.tensor([n for _, _, n in pairs]))
+            diff_sq, ref_sq = float(per_param.sum()), float((b * b).sum())
+            err = (diff_sq**0.5) / max(ref_sq**0.5, 1e-30) if diff_sq else 0.0
+            if diff_sq:
+                name = kept[int(per_param.argmax())]
         if shape_change or not (err == err and err != float("inf")):
             err = float("inf")
-        missing = sorted(set(theirs) - set(mine))
+        missing = sorted(set(t_names) - set(names))
         out.append(
-            {"step": i, "err": err, "worst": shape_change or name, "missing": missing[:5], "compared": len(mine)}
+            {"step": i, "err": err, "worst": shape_change or name, "missing": missing[:5], "compared": len(names)}
         )
+    return out
+
+
+def _offsets(sizes: list[int]) -> list[int]:
+    out, at = [], 0
+    for size in sizes:
+        out.append(at)
+        at += size
     return out
 
 
