@@ -47,6 +47,10 @@ REFERENCE_CASES = {  # with --repo: the reference repository's recipes
     "openbee stage2 (qwen3_vl, FSDP2 2 ranks)": ("recipes/openbee", ["--config-name", "stage2"]),
     "qwen3_vl (best-fit packing, FSDP2 2 ranks)": ("recipes/qwen3_vl", []),
     "qwen3 (LLM packer, FSDP2 2 ranks)": ("recipes/qwen3", []),
+    "qwen3_vl at Qwen3-VL-8B's real depth (36+27 layers, FSDP2 2 ranks)": (
+        "recipes/qwen3_vl",
+        ["--model-config", str(ROOT / "bench" / "configs" / "qwen3_vl_8b_depth.json")],
+    ),
 }
 
 
