@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from model_compile.runtime.rehearsal.parity import _grad_err, compare, envelope, failures, pack
+from model_compile.runtime.rehearsal.parity import _grad_err, compare, envelope, failures, pack, step_of
 
 
 def _twin(losses: list[float], grad_scale: float = 0.0) -> dict:
@@ -61,7 +61,7 @@ def _grads(**tensors: torch.Tensor) -> list[dict]:
 
 
 def _err(mine: list[dict], theirs: list[dict]) -> dict:
-    (row,) = _grad_err(pack(mine), pack(theirs))
+    (row,) = _grad_err(pack([step_of(g) for g in mine]), pack([step_of(g) for g in theirs]))
     return row
 
 
@@ -105,8 +105,8 @@ def test_packed_a_missing_parameter_is_listed() -> None:
 
 
 def test_pack_keeps_names_once_unless_the_steps_differ() -> None:
-    same = pack([{"a": torch.ones(2)}, {"a": torch.zeros(2)}])
+    same = pack([step_of({"a": torch.ones(2)}), step_of({"a": torch.zeros(2)})])
     assert same["names"] == ["a"] and len(same["flat"]) == 2
-    differ = pack([{"a": torch.ones(2)}, {"a": torch.ones(2), "b": torch.ones(1)}])
+    differ = pack([step_of({"a": torch.ones(2)}), step_of({"a": torch.ones(2), "b": torch.ones(1)})])
     assert [s["names"] for s in differ["steps"]] == [["a"], ["a", "b"]]
     assert [r["err"] for r in _grad_err(differ, differ)] == [0.0, 0.0]

@@ -145,7 +145,7 @@ class Driver:
         self.initial = initial  # local parameter tensors to start from (the reference twin's), or None
         self.on_model = on_model  # called with the prepared model (keys, targets)
         self.micro: list[dict[str, Any]] = []
-        self.grads: list[dict[str, Any]] = []
+        self.grads: list[dict[str, Any]] = []  # each optimizer step: names, sizes, one flat tensor
         self.losses: list[float] = []
         self.sync_checks: list[dict[str, Any]] = []
         self.optimizer_steps = 0
@@ -203,14 +203,19 @@ class Driver:
         return wrapped
 
     def _before_optimizer_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        grads: dict[str, Any] = {}
+        """The gradients this step applies, as one flat fp32 copy with the names and sizes (`parity.pack`'s
+        form of a step): one allocation a step, not one a parameter."""
+        import torch
+
+        names: list[str] = []
+        parts: list[Any] = []
         for group in optimizer.param_groups:
             for param in group["params"]:
                 if param.grad is not None:
-                    grads[self._names.get(id(param), f"param{len(grads)}")] = (
-                        _local(param.grad).detach().float().clone()
-                    )
-        self.grads.append(grads)
+                    names.append(self._names.get(id(param), f"param{len(names)}"))
+                    parts.append(_local(param.grad).detach().float().reshape(-1))
+        flat = torch.cat(parts) if parts else torch.zeros(0)
+        self.grads.append({"names": names, "sizes": [int(p.numel()) for p in parts], "flat": flat})
         self.optimizer_steps += 1
 
     def _train_exec_step(self, original: Any) -> Any:

@@ -38,20 +38,20 @@ def rel_err(a: Any, b: Any) -> float:
     return diff / max(scale, 1e-12) if diff else 0.0
 
 
-def pack(grads: list[dict[str, Any]]) -> dict[str, Any]:
-    """A twin's gradients as saved: one flat tensor an optimizer step, the parameter names and sizes once.
+def step_of(grad: dict[str, Any]) -> dict[str, Any]:
+    """One optimizer step's gradients (name -> tensor) in the saved form: names, sizes, one flat tensor."""
+    import torch
+
+    flat = torch.cat([t.reshape(-1) for t in grad.values()]) if grad else torch.zeros(0)
+    return {"names": list(grad), "sizes": [int(t.numel()) for t in grad.values()], "flat": flat}
+
+
+def pack(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A twin's gradients as saved: one flat tensor an optimizer step (`step_of`'s form, as the driver takes
+    them), the parameter names and sizes once when every step has the same (the usual case).
 
     Thousands of small tensors cost a second to pickle and unpickle; a few flat ones cost milliseconds, and the
     error of each parameter is then a segment of one vector operation."""
-    import torch
-
-    steps = []
-    for grad in grads:
-        names = list(grad)
-        sizes = [int(t.numel()) for t in grad.values()]
-        flat = torch.cat([t.reshape(-1) for t in grad.values()]) if grad else torch.zeros(0)
-        steps.append({"names": names, "sizes": sizes, "flat": flat})
-    # the names and sizes once when every step has the same (the usual case): less to unpickle
     if steps and all(s["names"] == steps[0]["names"] and s["sizes"] == steps[0]["sizes"] for s in steps):
         return {"names": steps[0]["names"], "sizes": steps[0]["sizes"], "flat": [s["flat"] for s in steps]}
     return {"steps": steps}
@@ -59,8 +59,8 @@ def pack(grads: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _steps(packed: Any) -> list[tuple[list[str], list[int], Any]]:
     """(names, sizes, flat) each optimizer step, from a packed form or a list of name -> tensor dicts."""
-    if isinstance(packed, list):
-        packed = pack(packed)
+    if isinstance(packed, list):  # name -> tensor dicts, one a step
+        packed = pack([step_of(grad) for grad in packed])
     if "steps" in packed:
         return [(s["names"], s["sizes"], s["flat"]) for s in packed["steps"]]
     return [(packed["names"], packed["sizes"], flat) for flat in packed["flat"]]
@@ -90,12 +90,14 @@ def _grad_err(grads: Any, ref: Any) -> list[dict[str, Any]]:
         err, name = 0.0, ""
         if kept:
             if names == t_names and sizes == t_sizes:  # the same parameters in the same order: no gather
-                a, b = flat.double(), t_flat.double()
+                a, b = flat, t_flat
             else:
-                a = flat.double()[torch.cat([torch.arange(m, m + n) for m, _, n in pairs])]
-                b = t_flat.double()[torch.cat([torch.arange(t, t + n) for _, t, n in pairs])]
-            per_param = torch.segment_reduce((a - b) ** 2, "sum", lengths=torch.tensor([n for _, _, n in pairs]))
-            diff_sq, ref_sq = float(per_param.sum()), float((b * b).sum())
+                a = flat[torch.cat([torch.arange(m, m + n) for m, _, n in pairs])]
+                b = t_flat[torch.cat([torch.arange(t, t + n) for _, t, n in pairs])]
+            # float64 copies, worked in place: two temporaries the size of the gradients, whatever their count
+            a, b = a.to(torch.float64, copy=True), b.to(torch.float64, copy=True)
+            per_param = torch.segment_reduce(a.sub_(b).square_(), "sum", lengths=torch.tensor([n for _, _, n in pairs]))
+            diff_sq, ref_sq = float(per_param.sum()), float(b.square_().sum())
             err = (diff_sq**0.5) / max(ref_sq**0.5, 1e-30) if diff_sq else 0.0
             if diff_sq:
                 name = kept[int(per_param.argmax())]
