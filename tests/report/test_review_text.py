@@ -19,7 +19,7 @@ from model_compile.cli import main
 from model_compile.report.build import build_tree
 from model_compile.report.models import ReportFinding
 from model_compile.report.run import review_path
-from model_compile.report.text import text
+from model_compile.report.text import CUT, _cut, text
 
 MAX_LINES_PER_RECIPE = 25
 
@@ -51,7 +51,7 @@ def test_text_misplaced(repo: Path) -> None:
     assert out.startswith("model-compile review: NEEDS CHANGES")
     assert any(" MC408 " in line and "engine/vlm_kit_engine.py:" in line for line in out.splitlines())
     misplaced = [line for line in out.splitlines() if line.startswith("  misplaced: ")]
-    assert misplaced and all(not line.endswith("…") for line in misplaced)  # the wiring lines keep their point
+    assert misplaced and all(CUT not in line for line in misplaced)  # the wiring lines keep their point
     _check("misplaced_compile.txt", _normalise(out, repo))
 
 
@@ -87,3 +87,14 @@ def test_every_new_finding_and_every_error_is_listed_the_rest_folded_with_their_
     assert len(listed) == 8  # more than MAX_FINDINGS, all shown
     assert "existing info configs/schema.py:2" not in out
     assert "(+4 more (existing info, existing warning): --format markdown or json)" in out
+
+
+def test_a_long_line_is_cut_at_a_word_and_says_so() -> None:
+    words = " ".join(f"guard{i}" for i in range(200))
+    line = _cut(f"    - {words}", 160)
+    assert len(line) <= 160 and line.endswith(CUT)
+    kept = line[: -len(CUT)].split()
+    assert kept[-1] in words.split()  # the last word kept is whole
+    assert _cut("    - short line", 160) == "    - short line"  # near miss: a short line is left alone
+    huge = _cut("x" * 400, 160)  # one word longer than the line: cut inside it, still saying so
+    assert len(huge) <= 160 and huge.endswith(CUT)

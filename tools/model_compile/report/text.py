@@ -15,15 +15,28 @@ MAX_GAPS = 3
 # a passing rehearsal's lines: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
 REHEARSAL_LINES = 10
 WIDTH = 160
-LONG = 480  # findings, wiring, rehearsal lines and gaps: one line each, never cut where their point is
+LONG = 480  # findings, wiring, layers, measures, rehearsal lines and gaps: one line each, never cut where their point is
+
+
+CUT = " … (cut here; the whole line: --format markdown or json)"
+
+
+def _clip(line: str, width: int) -> str:
+    """`line` as it is, or cut at a word before `width` and saying so (never mid-word, unless one word is huge)."""
+    if len(line) <= width:
+        return line
+    head = line[: width - len(CUT)]
+    space = head.rfind(" ")
+    if space > width // 2:  # a word boundary not too far back; else one very long word is cut
+        head = head[:space]
+    return head.rstrip(" ,;:") + CUT
 
 
 def _cut(text: str, width: int = WIDTH) -> str:
-    """One line: inner whitespace collapsed (the indent kept), cut at `width`."""
+    """One line: inner whitespace collapsed (the indent kept), clipped at `width`."""
     text = str(text)
     indent = text[: len(text) - len(text.lstrip())]
-    text = indent + " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return _clip(indent + " ".join(text.split()), width)
 
 
 def _finding(f: ReportFinding) -> str:
@@ -35,8 +48,7 @@ def _finding(f: ReportFinding) -> str:
 def _layer(row: LayerRow, width: int) -> str:
     where = row.where if row.duration_s is None else f"{row.where} ({row.duration_s:.2f} s)"
     why = f"  {' '.join(row.reason.split())}" if row.reason else ""  # a passed layer's reason: what it skipped
-    line = f"    {row.name:<{width}}  {row.status:<11} {where}{why}"
-    return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
+    return _clip(f"    {row.name:<{width}}  {row.status:<11} {where}{why}", LONG)
 
 
 def _commands(rows: list[LayerRow]) -> list[str]:
@@ -113,7 +125,8 @@ def _recipe(r: RecipeSection) -> list[str]:
                 f"  measured ({perf.where}): first step {perf.first_step_s} s vs steady {perf.steady_state_s} s; "
                 f"graph breaks {perf.graph_breaks.value} ({_budget(perf.graph_breaks)}); "
                 f"recompiles {perf.recompiles.value} ({_budget(perf.recompiles)}); "
-                f"recompile limit hit: {perf.recompile_limit_hit}; _orig_mod. keys: {perf.orig_mod_keys}"
+                f"recompile limit hit: {perf.recompile_limit_hit}; _orig_mod. keys: {perf.orig_mod_keys}",
+                LONG,
             )
         )
     rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith("the rehearsal ran a tiny")]
