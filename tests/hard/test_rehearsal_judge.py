@@ -13,6 +13,7 @@ from model_compile.hard.env.proc import RankResult
 from model_compile.hard.models import RehearsalFacts
 from model_compile.hard.rehearsal import judge, sites
 from model_compile.hard.rehearsal.plan import plan
+from model_compile.hard.rehearsal.fixes import shorten
 from model_compile.hard.rehearsal.render import readable_guard, summary_lines, text
 from model_compile.hard.rehearsal.run import to_layer
 
@@ -255,6 +256,29 @@ def test_readable_guards() -> None:
     assert readable_guard("tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69") == (
         "input_ids dim 1 changed 52 -> 69"
     )
+
+
+def test_a_sourced_guard_reads_expression_then_where_and_drops_the_stack() -> None:
+    raw = (
+        "0/4: not ___dict_contains('return_dict', kwargs)  # return_dict_passed = kwargs.pop(\"return_dict\")  "
+        "# transformers/utils/generic.py:1033 in wrapper\nUser stack trace:\n  File a.py, line 3, in f"
+    )
+    assert readable_guard(raw) == (
+        "not ___dict_contains('return_dict', kwargs) "
+        "(transformers/utils/generic.py:1033 in wrapper: return_dict_passed = kwargs.pop(\"return_dict\"))"
+    )
+    assert "User stack" not in readable_guard(raw, 60)
+    # a plain guard (no source, no stack) is left as it is: the near miss
+    assert readable_guard(CACHE) == CACHE
+
+
+def test_a_shortened_guard_ends_at_a_word_and_says_so() -> None:
+    long = "kwargs['cache'].layers[7].is_initialized == False and " * 10
+    cut = readable_guard(long, 80)
+    assert len(cut) <= 80 and cut.endswith(" …")
+    whole = " ".join(long.split())
+    assert whole.startswith(cut[:-2]) and whole[len(cut) - 2] == " "  # a prefix of the whole guard, at a word
+    assert shorten("short", 80) == "short"
 
 
 @pytest.mark.parametrize(

@@ -14,15 +14,39 @@ _SIZE_GUARD = re.compile(r"size mismatch at index \d+")
 _READABLE = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
 
 
-def readable_guard(text: str) -> str:
-    """`tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`."""
+def shorten(text: str, width: int) -> str:
+    """`text` as it is, or cut at a word before `width` and ending in ' …' (mid-word only for one very long word)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    head = text[: width - 2]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip(" ,;:(") + " …"
+
+
+_STACK = re.compile(r"\s*User stack trace:.*$", re.S)
+_SOURCED = re.compile(r"^(?P<expr>.+?)\s+#\s+(?P<src>.+?)\s+#\s+(?P<where>\S+:\d+(?: in \w+)?)\s*$", re.S)
+
+
+def readable_guard(text: str, width: int | None = None) -> str:
+    """A failed guard in a few words: the expression first, then the source line and where it is; the stack dropped.
+
+    `tensor 'kwargs['input_ids']' size mismatch at index 1. expected 52, actual 69` -> `input_ids dim 1 changed 52 -> 69`;
+    `0/0: not ___dict_contains('x', kwargs) # y = kwargs.pop("x") # pkg/m.py:9 in f User stack trace: ...` ->
+    `not ___dict_contains('x', kwargs) (pkg/m.py:9 in f: y = kwargs.pop("x"))`.
+    """
 
     def repl(m: re.Match[str]) -> str:
         names = re.findall(r"\['([A-Za-z_]\w*)'\]", m.group(1)) or re.findall(r"^([A-Za-z_]\w*)$", m.group(1))
         what = names[-1] if names else "an input tensor"
         return f"{what} dim {m.group(2)} changed {m.group(3)} -> {m.group(4)}"
 
-    return _READABLE.sub(repl, re.sub(r"(^|last reason: )\d+/\d+: ", r"\1", text.strip()))
+    text = _STACK.sub("", re.sub(r"(^|last reason: |last failed guard: )\d+/\d+: ", r"\1", text.strip()))
+    sourced = _SOURCED.match(text)
+    if sourced:
+        text = f"{sourced['expr'].strip()} ({sourced['where']}: {sourced['src'].strip()})"
+    text = _READABLE.sub(repl, text)
+    return shorten(text, width) if width else " ".join(text.split())
 
 
 def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:

@@ -304,7 +304,7 @@ def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity:
                 )
             )
     facts.recompile_frames = [
-        f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1])[:160]})" for f, g in ranked
+        f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1], 200)})" for f, g in ranked
     ]
 
 
@@ -405,7 +405,7 @@ def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:
             if frame not in seen:
                 seen.add(frame)
                 problems.append(
-                    f"recompile limit hit at optimizer step {step.step} ({step.shape}): {readable_guard(hit)[:300]}"
+                    f"recompile limit hit at optimizer step {step.step} ({step.shape}): {readable_guard(hit, 300)}"
                 )
     if not any((s.new_graphs or 0) > 0 for s in facts.steps):
         problems.append(

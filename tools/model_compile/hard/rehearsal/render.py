@@ -8,7 +8,7 @@ compiled twin's and the eager twin's, against the same reference.
 from __future__ import annotations
 
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal.fixes import readable_guard
+from model_compile.hard.rehearsal.fixes import readable_guard, shorten
 
 __all__ = ["backend_line", "instead_of_inductor", "readable_guard", "summary_lines", "text"]
 
@@ -104,7 +104,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     # on a change, what is new with it comes first: a reader of the first lines must not blame the change for
     # a failure its base has too
     out = [base_line(facts)] if facts.versus_base else []
-    out += [f"FAILED: {readable_guard(p)[:400]} {where}" for p in facts.problems]
+    out += [f"FAILED: {readable_guard(p, 400)} {where}" for p in facts.problems]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
     out += [f"fix: {f}" for f in facts.fixes]
     model = facts.model_class or "the recipe's model"
@@ -186,12 +186,12 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines.append(
             f"recompiles: {facts.recompile_count} new compiled variant(s)" + (" in:" if facts.recompile_frames else "")
         )
-        lines += [f"  {frame[:220]}" for frame in facts.recompile_frames[:6]]
+        lines += [f"  {shorten(frame, 260)}" for frame in facts.recompile_frames[:6]]
         hits = facts.limit_hits
         lines.append(
-            "recompile-limit hits: " + ("; ".join(readable_guard(h)[:220] for h in hits[:3]) if hits else "none")
+            "recompile-limit hits: " + ("; ".join(readable_guard(h, 220) for h in hits[:3]) if hits else "none")
         )
-        lines += [f"  near the limit: {n[:220]}" for n in facts.near_limit[:4]]
+        lines += [f"  near the limit: {shorten(n, 260)}" for n in facts.near_limit[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
     if facts.sync:

@@ -115,7 +115,9 @@ class Watch:
             # a frame first seen in guard_failures had its first entry before (the first compile is no recompile)
             before = self._entries.get(code, 1)
             if now > before:
-                guard = " ".join(str(guard_failures[code][-1]).split())[:300] if guard_failures[code] else ""
+                # the guard, its source line and where it is; dynamo's user stack after it is dropped
+                last = str(guard_failures[code][-1]).split("User stack trace:", 1)[0] if guard_failures[code] else ""
+                guard = " ".join(last.split())[:300]
                 recompiles.append({"frame": _code_label(code), "count": now - before, "variants": now, "guard": guard})
         breaks = {}
         for reason, n in counters["graph_break"].items():
