@@ -304,7 +304,7 @@ def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity:
                 )
             )
     facts.recompile_frames = [
-        f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1], 200)})" for f, g in ranked
+        f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1], 300)})" for f, g in ranked
     ]
 
 

@@ -186,12 +186,12 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines.append(
             f"recompiles: {facts.recompile_count} new compiled variant(s)" + (" in:" if facts.recompile_frames else "")
         )
-        lines += [f"  {shorten(frame, 260)}" for frame in facts.recompile_frames[:6]]
+        lines += [f"  {shorten(frame, 420)}" for frame in facts.recompile_frames[:6]]
         hits = facts.limit_hits
         lines.append(
-            "recompile-limit hits: " + ("; ".join(readable_guard(h, 220) for h in hits[:3]) if hits else "none")
+            "recompile-limit hits: " + ("; ".join(readable_guard(h, 300) for h in hits[:3]) if hits else "none")
         )
-        lines += [f"  near the limit: {shorten(n, 260)}" for n in facts.near_limit[:4]]
+        lines += [f"  near the limit: {shorten(n, 300)}" for n in facts.near_limit[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
     if facts.sync:
