@@ -52,7 +52,11 @@ def check_wiring(rec: RecipeReport | None, kind: str, target: str | None, switch
         if rec.errors:
             rules = ", ".join(sorted({f.rule for f in rec.errors}))
             return Wiring(note=f"{rec.name}: already compiles through {want} with errors ({rules}); repairing it")
-        return Wiring(already_wired=True, note=f"{rec.name}: already wired: compiles through {_shown(have, targets)}")
+        return Wiring(
+            already_wired=True,
+            note=f"{rec.name}: already wired: compiles through {_shown(have, targets)} "
+            "(read from the files as they are now, committed or not)",
+        )
     to = _shown(want, [target] if target else [])
     if not switch:
         raise InputError(
