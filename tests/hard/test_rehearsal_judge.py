@@ -12,8 +12,8 @@ from model_compile.analyze import analyze_path
 from model_compile.hard.env.proc import RankResult
 from model_compile.hard.models import RehearsalFacts
 from model_compile.hard.rehearsal import judge, sites
-from model_compile.hard.rehearsal.plan import plan
 from model_compile.hard.rehearsal.fixes import shorten
+from model_compile.hard.rehearsal.plan import plan
 from model_compile.hard.rehearsal.render import readable_guard, summary_lines, text
 from model_compile.hard.rehearsal.run import to_layer
 
@@ -265,7 +265,7 @@ def test_a_sourced_guard_reads_expression_then_where_and_drops_the_stack() -> No
     )
     assert readable_guard(raw) == (
         "not ___dict_contains('return_dict', kwargs) "
-        "(transformers/utils/generic.py:1033 in wrapper: return_dict_passed = kwargs.pop(\"return_dict\"))"
+        '(transformers/utils/generic.py:1033 in wrapper: return_dict_passed = kwargs.pop("return_dict"))'
     )
     assert "User stack" not in readable_guard(raw, 60)
     # a plain guard (no source, no stack) is left as it is: the near miss

@@ -15,7 +15,8 @@ MAX_GAPS = 3
 # a passing rehearsal's lines: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
 REHEARSAL_LINES = 10
 WIDTH = 160
-LONG = 480  # findings, wiring, layers, measures, rehearsal lines and gaps: one line each, never cut where their point is
+# findings, wiring, layers, measures, rehearsal lines and gaps: one line each, never cut where their point is
+LONG = 480
 
 
 CUT = " … (cut here; the whole line: --format markdown or json)"

@@ -99,7 +99,8 @@ class Feed:
             read, images = rows.STATE["read"], rows.STATE["images"]
             return self._synthetic(
                 f"the recipe's data path dropped every image: {read} synthetic rows read ({images} images in them) "
-                f"made {PEEK} batches with no image, on which its vision tower would never run (the log says why they "
-                "were dropped)"
+                f"made {PEEK} batches with no image, on which its vision tower would never run (each rank's log in "
+                "the rehearsal's logs folder says how its data code dropped them); the real run may drop them too, "
+                "with the real processor in this environment"
             )
         return _Replay(loader, peeked, iterator)

@@ -1,0 +1,62 @@
+"""Which batches the twins train on: the recipe's loader as it is, or synthetic batches with the reason why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from model_compile.runtime.rehearsal import feed, rows
+
+
+@pytest.fixture
+def reasons(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    monkeypatch.setattr(feed.Feed, "_synthetic", lambda self, reason: seen.append(reason) or "synthetic")
+    monkeypatch.setattr(rows, "STATE", {"read": 12, "images": 9, "batches": 2})
+    return seen
+
+
+def _rows_feed() -> feed.Feed:
+    return feed.Feed({"data": {"mode": "rows", "reason": "the stage's data is not here"}})
+
+
+def _batch(images: bool) -> dict[str, Any]:
+    out = {"input_ids": torch.ones(1, 8, dtype=torch.long)}
+    if images:
+        out["pixel_values"] = torch.ones(16, 3)
+    return out
+
+
+def test_a_loader_that_dropped_every_image_gives_way_to_synthetic_batches_and_says_why(reasons: list[str]) -> None:
+    assert _rows_feed().loader([_batch(False), _batch(False), _batch(False)]) == "synthetic"
+    (reason,) = reasons
+    assert "dropped every image: 12 synthetic rows read (9 images in them)" in reason
+    assert "logs folder" in reason and "the real run may drop them too" in reason
+
+
+def test_a_loader_whose_batches_carry_images_is_the_recipes_own_and_replays_what_was_peeked(
+    reasons: list[str],
+) -> None:
+    batches = [_batch(True), _batch(False), _batch(True)]
+    fed = _rows_feed().loader(batches)
+    assert reasons == []
+    assert [("pixel_values" in b) for b in fed] == [True, False, True]  # nothing lost to the peek
+    assert len(list(fed)) == 3  # a second pass starts the loader anew
+
+
+def test_a_loader_that_raises_is_named_by_where_it_failed(reasons: list[str]) -> None:
+    def broken() -> Any:
+        raise ValueError("Image processor must expose a positive integer min pixel budget.")
+        yield  # a generator
+
+    class Loader:
+        def __iter__(self) -> Any:
+            return broken()
+
+    assert _rows_feed().loader(Loader()) == "synthetic"
+    (reason,) = reasons
+    assert "failed on the rehearsal's synthetic rows" in reason
+    assert "ValueError: Image processor must expose a positive integer min pixel budget." in reason
+    assert "test_rehearsal_feed.py:" in reason  # the innermost frame outside installed packages
