@@ -113,3 +113,30 @@ def test_verdict_names_the_other_layers_not_validated() -> None:
     verdict, reason = _verdict(recipe, [], rows, facts, "")
     assert verdict == "not validated"
     assert reason == "smoke not-run: needs an accelerator (also not validated: impact missing)"
+
+
+def test_a_failure_on_the_base_too_comes_after_what_the_change_still_lacks() -> None:
+    from model_compile.findings.models import RecipeReport
+    from model_compile.report.build import _verdict
+    from model_compile.report.hardfacts import HardFacts
+    from model_compile.report.models import LayerRow
+
+    old = "existing: it failed on the base abc too. test_structure: AssertionError: utils/__init__.py does not exist"
+    rows = [
+        LayerRow(name="soft", status="passed", where="static"),
+        LayerRow(name="structure", status="failed", where="cpu-only", reason=old, existing=True),
+        LayerRow(name="rehearsal", status="passed", where="cpu-only (tiny model)"),
+        LayerRow(name="smoke", status="not-run", where="-", reason="needs an accelerator"),
+    ]
+    facts = HardFacts(where="cpu-only", cpu_only=True, interpreter=None, verdict="incomplete", summary="", layers=rows)
+    recipe = RecipeReport(name="r", path=".", compile_path="kit")
+    verdict, reason = _verdict(recipe, [], rows, facts, "")
+    assert verdict == "not validated"
+    assert reason == f"smoke not-run: needs an accelerator; also layer structure failed: {old}"
+    # the near miss: the same failure, caused by the change, is the verdict and leads
+    rows[1].existing = False
+    assert _verdict(recipe, [], rows, facts, "") == ("needs changes", f"layer structure failed: {old}")
+    # and with nothing else missing on an accelerator, the existing failure alone is the reason
+    rows[1].existing, rows[3].status = True, "passed"
+    facts.cpu_only = False
+    assert _verdict(recipe, [], rows, facts, "") == ("not validated", f"layer structure failed: {old}")

@@ -105,25 +105,36 @@ def _verdict(
     if introduced:
         r = introduced[0]
         return "needs changes", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "")
+    lead = _unvalidated(recipe, rows, hard, hard_note)
     if failed:  # every failure is existing (on the change's base too, or with compile off): nothing is validated
         r = failed[0]
         # the reason says why it is existing ("existing: it failed on the base ..." / "not caused by compile: ...")
-        return "not validated", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else " (existing)")
+        old = f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else " (existing)")
+        # what the change itself still lacks leads; a failure it did not cause comes after
+        return "not validated", f"{lead}; also {old}" if lead else old
+    if lead:
+        return "not validated", lead
+    assert hard is not None  # _unvalidated has a reason whenever the runtime layers did not run
+    return "ready", f"no error finding; every layer passed on {hard.where}"
+
+
+def _unvalidated(recipe: RecipeReport, rows: list[LayerRow], hard: HardFacts | None, hard_note: str) -> str | None:
+    """Why the change is not validated, short of a failure: no compile, no runtime layers, a gap, CPU only."""
     if recipe.compile_path == "none":
-        return "not validated", "the recipe does not compile: nothing to validate (MC100 lists it as a target)"
+        return "the recipe does not compile: nothing to validate (MC100 lists it as a target)"
     if hard is None:
-        return "not validated", hard_note or "soft review only: the runtime layers did not run (add --hard)"
+        return hard_note or "soft review only: the runtime layers did not run (add --hard)"
     gaps = [r for r in rows if r.status in NOT_FAILED_MISSING]
     if gaps:
         r = gaps[0]
         more = f" (also not validated: {', '.join(f'{g.name} {g.status}' for g in gaps[1:])})" if len(gaps) > 1 else ""
-        return "not validated", f"{r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + more
+        return f"{r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + more
     if hard.cpu_only:  # CPU results are never reported as runtime compile validation
-        return "not validated", (
+        return (
             "no error finding and every layer passed, but on CPU only: runtime compile validation needs an "
             "accelerator (run the smoke command there)"
         )
-    return "ready", f"no error finding; every layer passed on {hard.where}"
+    return None
 
 
 def touched_stages(d: RecipeDiff) -> list[str]:
