@@ -100,6 +100,23 @@ def test_a_clean_run_passes_with_its_figures(tmp_path: Path) -> None:
     assert "median of 6 optimizer step(s)" in (text(facts, "cmd") or "")
 
 
+def test_the_batches_line_says_which_token_counts_the_compiled_twin_was_fed(tmp_path: Path) -> None:
+    micro = [_micro(0, graphs=3)] + [_micro(s) for s in range(1, 6)]
+    facts = _read(tmp_path, _records([1e-2] * 6, [1e-2] * 6, micro))
+    assert facts.token_counts == [32]
+    assert facts.batches.endswith(
+        "; seen: one token count, 32, in all 6 micro-step(s) on 1 rank(s) (other lengths were not exercised)"
+    )
+    assert any("seen: one token count, 32" in ln for ln in summary_lines(facts))  # what review --hard prints
+    # the near miss: varied lengths are counted, with their range, and no caveat
+    varied = [
+        dict(m, shape=f"tokens 1x{n}, 1 image(s) 4x4") for m, n in zip(micro, (40, 9, 40, 77, 12, 9), strict=True)
+    ]
+    facts = _read(tmp_path, _records([1e-2] * 6, [1e-2] * 6, varied))
+    assert facts.token_counts == [9, 12, 40, 77]
+    assert facts.batches.endswith("; seen: 4 token counts (9..77) in 6 micro-step(s) on 1 rank(s)")
+
+
 def test_parity_outside_the_measured_bound_fails_naming_both_errors(tmp_path: Path) -> None:
     micro = [_micro(0, graphs=3), _micro(1)]
     facts = _read(tmp_path, _records([1e-2, 9e-2], [1e-2, 2e-2], micro))

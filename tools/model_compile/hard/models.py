@@ -248,6 +248,9 @@ class RehearsalFacts(BaseModel):
     parity_rule: str | None = None
     batches: str | None = Field(default=None, description="where the batches came from, in words")
     batches_mode: str | None = Field(default=None, description="own, rows or batches")
+    token_counts: list[int] = Field(
+        default_factory=list, description="the distinct token counts (sequence lengths) the compiled twin was fed"
+    )
     accumulation: str | None = None
     steps_planned: int | None = None
     overrides: list[str] = Field(default_factory=list)

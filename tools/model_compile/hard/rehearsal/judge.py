@@ -206,6 +206,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     parity = parity_phase.get("parity") or {}
     facts.parity_rule = parity.get("rule")
     _steps(facts, recs, parity, repo_s)
+    _seen(facts, recs)
     _ranks(facts, recs)
     _sync(facts, recs)
     _timing(facts, recs)
@@ -222,6 +223,25 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     _other_ranks(facts, recs)
     if facts.status == "passed":
         verdict(facts, parity)
+
+
+_TOKENS = re.compile(r"tokens \d+x(\d+)")
+
+
+def _seen(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
+    """The token counts the compiled twin was fed, on every rank, said beside where its batches came from."""
+    rows = [m for rank in range(len(recs.get("compiled") or [])) for m in _micro(recs, "compiled", rank)]
+    counts = sorted({int(n) for m in rows for n in _TOKENS.findall(str(m.get("shape") or ""))})
+    facts.token_counts = counts
+    if not counts or not facts.batches:
+        return
+    ranks = len(recs.get("compiled") or [])
+    where = f"{len(rows)} micro-step(s) on {ranks} rank(s)"
+    if len(counts) == 1:
+        seen = f"one token count, {counts[0]}, in all {where} (other lengths were not exercised)"
+    else:
+        seen = f"{len(counts)} token counts ({counts[0]}..{counts[-1]}) in {where}"
+    facts.batches += f"; seen: {seen}"
 
 
 def _keys(facts: RehearsalFacts, keys: dict[str, Any]) -> None:
