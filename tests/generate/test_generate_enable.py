@@ -136,6 +136,7 @@ def test_a_block_sharded_stage_gets_the_regional_alternative_and_the_smoke_comma
     code, _, err = run_generate(str(wired / RECIPE_REL), "--enable", "stage2", "--reason", REASON)
     assert code == 0, err
     assert "stage2 (parallel.mesh.shard: 4) shards the model block by block with FSDP2" in err
+    assert "See it for this stage: `model-compile rehearse recipes/toy_vlm --config-name stage2`" in err
     assert (
         "regional instead: model-compile generate recipes/toy_vlm --path regional --switch "
         '--target model.model.language_model.layers --reason "..."' in err

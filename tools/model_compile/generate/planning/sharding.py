@@ -31,16 +31,17 @@ def sharding_notes(
         return []
     shards = ", ".join(f"{s} (parallel.mesh.shard: {facts[s].mesh.get('shard')})" for s in sharded)
     verb = "shards" if len(sharded) == 1 else "shard"
+    recipe = files.rel(files.recipe)
+    see = "; ".join(f"`model-compile rehearse {recipe} --config-name {s}`" for s in sharded[:2])
     out = [
         f"{shards} {verb} the model block by block with FSDP2: the {path} path compiles the whole model before "
         "fully_shard wraps each block, and dynamo does not trace FSDP2's hooks: the frame that loops over the "
         "blocks breaks at the first hook and runs eager, and each block's forward compiles as a graph of its own "
         "(`model-compile rules MC407`); compiling each block before it is sharded (regional, as torchtitan does) "
         "is that on purpose, with the loss and the code around the blocks left eager. See it for this stage: "
-        "`model-compile rehearse RECIPE --config-name STAGE` (2 CPU ranks, the stage's FSDP2 wrap)."
+        f"{see} (2 CPU ranks, the stage's FSDP2 wrap)."
     ]
     layout = locate.model_layout(files)
-    recipe = files.rel(files.recipe)
     container = layout.targets.get("regional") if layout is not None else None
     if layout is not None and container:
         out.append(
