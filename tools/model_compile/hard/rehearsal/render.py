@@ -125,7 +125,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
         hit = "hit" if facts.limit_hits else "not hit"
         out.append(f"0 recompiles (new compiled variants) over {len(facts.steps)} optimizer steps; limit {hit} {where}")
     if facts.graph_break_sites:
-        top = "; ".join(f"{g.site} ({g.count}x: {g.reason[:80]})" for g in facts.graph_break_sites[:4])
+        top = "; ".join(f"{g.site} ({g.count}x: {shorten(g.reason, 80)})" for g in facts.graph_break_sites[:3])
+        if len(facts.graph_break_sites) > 3:
+            top += f"; {len(facts.graph_break_sites) - 3} more site and reason pair(s) (--format json)"
         out.append(f"{_graph_breaks(facts)}: {top} {where}")
     if facts.sync:
         out.append(f"gradient sync: {facts.sync}")

@@ -69,7 +69,7 @@ def reason_of(headline: str, payload: str) -> str:
         after = payload.split("Graph break encountered:", 1)[-1]
         inner = next((ln.strip() for ln in after.splitlines() if ln.strip()), "")
         if inner:
-            reason = f"{inner} (the frame could not resume after it and ran eager)"
+            reason = f"{inner} (no resume: the frame ran eager)"
     op = _OPERATOR.search(payload)
     if op and op.group(1) not in reason:
         reason += f" ({op.group(1).removesuffix('.default')})"
