@@ -49,7 +49,8 @@ def generate_command(recipe_root: Path, compile_path: str | None) -> str:
     nothing, so for these the honest next step is a test of the recipe's own."""
     return (
         f"optional: add an eager-vs-compiled parity test under {recipe_root}/tests/skills/model-compile/ "
-        "(model-compile generate writes one when it wires a recipe whose engine has get_batch/compute_loss)"
+        "(model-compile generate writes one only as it wires a recipe whose engine has get_batch/compute_loss; "
+        "for a recipe wired already it writes none: the rehearsal layer is the eager-vs-compiled check then)"
     )
 
 
