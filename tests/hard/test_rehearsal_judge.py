@@ -444,6 +444,34 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
     assert head.versus_base[0] == "verdict: head passed, base (HEAD) passed"
 
 
+def test_an_uncached_base_says_on_stderr_that_it_is_rehearsed_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import contextlib
+    import sys
+
+    from model_compile.hard.env.interpreter import Interpreter
+    from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import base, command
+
+    saved: list[RehearsalFacts] = []
+    monkeypatch.setattr(base, "load", lambda key: None)
+    monkeypatch.setattr(base, "save", lambda key, facts: saved.append(facts))
+    monkeypatch.setattr(
+        "model_compile.hard.env.worktree.Worktree", lambda root, commit: contextlib.nullcontext(tmp_path / "empty")
+    )
+    head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    interp = Interpreter(path=sys.executable, source="tool", reason="test")
+    command.with_base(
+        head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, command.Options(base="HEAD"), None
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("model-compile: rehearsing the base HEAD (") and "cached by its tree after" in err
+    assert err.count("\n") == 1 and saved and head.base is saved[0]
+    assert head.base.status == "not-run" and "the recipe does not exist at HEAD" in (head.base.reason or "")
+
+
 def test_a_compiled_rank_that_stopped_before_comparing_is_read_without_a_crash(tmp_path: Path) -> None:
     records = _records([0.0], [0.0], [_micro(0, graphs=1)])
     broken = {

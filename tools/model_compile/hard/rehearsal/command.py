@@ -7,6 +7,7 @@ structure test) and alone by `model-compile rehearse RECIPE`.
 from __future__ import annotations
 
 import shlex
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,10 @@ def with_base(
     if base_facts is not None:
         facts.notes.append(f"the base's rehearsal is the cached one of tree {tree[:12]} ({base.cache_path(key)})")
     else:
+        _say(
+            f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary worktree, "
+            "for the comparison (cached by its tree after, so a rerun skips it)"
+        )
         with Worktree(repo_root, commit) as tree_dir:
             recipe_b = tree_dir / rel
             if not recipe_b.is_dir():
@@ -196,6 +201,15 @@ def with_base(
         base.save(key, base_facts)
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
+
+
+def _say(line: str) -> None:
+    """One progress line on stderr (stdout stays the report)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:
