@@ -500,3 +500,23 @@ def test_a_reused_out_folder_keeps_only_this_runs_trace(tmp_path: Path) -> None:
     clear_stale(tmp_path)
     assert [p.exists() for p in old] == [False] * len(old)
     assert all(p.exists() for p in kept)
+
+
+def test_the_text_says_how_many_site_and_reason_lines_follow_when_a_site_breaks_for_two_reasons() -> None:
+    from model_compile.hard.models import GraphBreakSite
+
+    pairs = [GraphBreakSite(site="library t/m.py:9", reason=f"reason {i}", count=1) for i in range(13)]
+    pairs.append(GraphBreakSite(site="r/x.py:2", reason="r", count=2))
+    facts = RehearsalFacts(
+        status="passed",
+        label="cpu-only (tiny model)",
+        graph_break_sites=pairs,
+        graph_break_count=15,
+        graph_break_site_count=2,
+    )
+    lines = text(facts, "rehearse").splitlines()
+    assert "graph breaks: 15 at 2 site(s) in 14 site and reason pair(s) (rank 0's trace)" in lines
+    assert "  2 more site and reason pair(s) (--format json)" in lines
+    one = RehearsalFacts(status="passed", label="x", graph_break_sites=pairs[-1:], graph_break_count=2)
+    one.graph_break_site_count = 1
+    assert "graph breaks: 2 at 1 site(s) (rank 0's trace)" in text(one, "rehearse").splitlines()

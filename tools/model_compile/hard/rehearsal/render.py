@@ -74,10 +74,13 @@ def _depth(facts: RehearsalFacts) -> str:
     return f"depth: {parts}" + ("" if facts.depth_known else " (real depth unknown)")
 
 
-def _graph_breaks(facts: RehearsalFacts) -> str:
+def _graph_breaks(facts: RehearsalFacts, pairs: bool = False) -> str:
+    """The graph-break headline; `pairs`: say how many (site, reason) lines follow when a site has several."""
     if not facts.graph_break_sites:
         return "graph breaks: none in the trace (rank 0)"
-    return f"graph breaks: {facts.graph_break_count} at {facts.graph_break_site_count} site(s) (rank 0's trace)"
+    count = len(facts.graph_break_sites)
+    more = f" in {count} site and reason pair(s)" if pairs and count != facts.graph_break_site_count else ""
+    return f"graph breaks: {facts.graph_break_count} at {facts.graph_break_site_count} site(s){more} (rank 0's trace)"
 
 
 def base_line(facts: RehearsalFacts) -> str:
@@ -181,9 +184,11 @@ def text(facts: RehearsalFacts, command: str) -> str:
                 f"{s.eager_s if s.eager_s is not None else '-':>8} {s.compiled_s if s.compiled_s is not None else '-':>8}"
             )
     if facts.steps or facts.graph_break_sites:
-        lines.append(_graph_breaks(facts))
+        lines.append(_graph_breaks(facts, pairs=True))
         for g in facts.graph_break_sites[:12]:
-            lines.append(f"  {g.count:>3}x {g.site}: {g.reason[:110]}")
+            lines.append(f"  {g.count:>3}x {g.site}: {shorten(g.reason, 110)}")
+        if len(facts.graph_break_sites) > 12:
+            lines.append(f"  {len(facts.graph_break_sites) - 12} more site and reason pair(s) (--format json)")
     if facts.steps:
         lines.append(
             f"recompiles: {facts.recompile_count} new compiled variant(s)" + (" in:" if facts.recompile_frames else "")
