@@ -444,7 +444,53 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
     assert head.versus_base[0] == "verdict: head passed, base (HEAD) passed"
 
 
-def test_an_uncached_base_says_on_stderr_that_it_is_rehearsed_too(
+@pytest.mark.parametrize(
+    ("compile_path", "said"),
+    [("kit", True), ("none", False), (None, False)],  # a base that compiles is rehearsed; one that does not, is not
+)
+def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    compile_path: str | None,
+    said: bool,
+) -> None:
+    import contextlib
+    import sys
+    from types import SimpleNamespace
+
+    from model_compile.hard.env.interpreter import Interpreter
+    from model_compile.hard.env.worktree import toplevel
+    from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import base, command
+
+    saved: list[RehearsalFacts] = []
+    ran = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    monkeypatch.setattr(base, "load", lambda key: None)
+    monkeypatch.setattr(base, "save", lambda key, facts: saved.append(facts))
+    top = toplevel(RECIPES)
+    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree", lambda root, commit: contextlib.nullcontext(top))
+    found = SimpleNamespace(recipes=[SimpleNamespace(compile_path=compile_path)])
+    monkeypatch.setattr("model_compile.analyze.analyze_path", lambda path, recipe=None: found)
+    monkeypatch.setattr(command, "execute", lambda *args: (ran, "cmd"))
+    head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    interp = Interpreter(path=sys.executable, source="tool", reason="test")
+    options = command.Options(base="HEAD")
+    command.with_base(head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, options, None)
+    err = capsys.readouterr().err
+    assert saved and head.base is saved[0]
+    if said:
+        assert err.startswith("model-compile: rehearsing the base HEAD (") and "cached by its tree after" in err
+        assert err.count("\n") == 1 and head.base is ran
+    else:
+        assert err == "" and head.base.status == "not-run"
+        assert head.versus_base == [
+            "the base (HEAD) does not compile this recipe: everything the compiled run measured is new with the change"
+        ]
+
+
+def test_a_base_without_the_recipe_is_not_rehearsed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import contextlib
@@ -454,22 +500,19 @@ def test_an_uncached_base_says_on_stderr_that_it_is_rehearsed_too(
     from model_compile.hard.models import Environment
     from model_compile.hard.rehearsal import base, command
 
-    saved: list[RehearsalFacts] = []
     monkeypatch.setattr(base, "load", lambda key: None)
-    monkeypatch.setattr(base, "save", lambda key, facts: saved.append(facts))
+    monkeypatch.setattr(base, "save", lambda key, facts: None)
     monkeypatch.setattr(
         "model_compile.hard.env.worktree.Worktree", lambda root, commit: contextlib.nullcontext(tmp_path / "empty")
     )
-    head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    head = RehearsalFacts(status="passed", label="cpu-only (tiny model)")
     env = Environment(python="3.11", executable="python", label="cpu-only")
     interp = Interpreter(path=sys.executable, source="tool", reason="test")
     command.with_base(
         head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, command.Options(base="HEAD"), None
     )
-    err = capsys.readouterr().err
-    assert err.startswith("model-compile: rehearsing the base HEAD (") and "cached by its tree after" in err
-    assert err.count("\n") == 1 and saved and head.base is saved[0]
-    assert head.base.status == "not-run" and "the recipe does not exist at HEAD" in (head.base.reason or "")
+    assert capsys.readouterr().err == "" and head.base is not None and head.base.status == "not-run"
+    assert "the recipe does not exist at HEAD" in (head.base.reason or "")
 
 
 def test_a_compiled_rank_that_stopped_before_comparing_is_read_without_a_crash(tmp_path: Path) -> None:

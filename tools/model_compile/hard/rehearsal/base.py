@@ -20,6 +20,7 @@ from model_compile.hard.env.probe import cache_root
 from model_compile.hard.models import RehearsalFacts
 
 CACHE_VERSION = "rehearsal-base/1"
+NO_COMPILE = "the recipe does not compile there"
 
 
 def cache_key(tree: str, recipe_rel: str, options: Any, interpreter: str) -> str:
@@ -75,6 +76,10 @@ def _mark(head: bool, base: bool) -> str:
 
 def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
     """Each measure of the head beside the base's, marked."""
+    if base.status == "not-run" and base.reason == NO_COMPILE:
+        return [
+            f"the base ({rev}) does not compile this recipe: everything the compiled run measured is new with the change"
+        ]
     if base.status in ("not-run", "tool-error", "timeout"):
         return [f"the base ({rev}) was not rehearsed ({base.status}: {base.reason}); nothing of the head can be marked"]
     out = [f"verdict: head {head.status}, base ({rev}) {base.status}"]

@@ -176,17 +176,18 @@ def with_base(
     if base_facts is not None:
         facts.notes.append(f"the base's rehearsal is the cached one of tree {tree[:12]} ({base.cache_path(key)})")
     else:
-        _say(
-            f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary worktree, "
-            "for the comparison (cached by its tree after, so a rerun skips it)"
-        )
         with Worktree(repo_root, commit) as tree_dir:
             recipe_b = tree_dir / rel
+            found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None) if recipe_b.is_dir() else None
             if not recipe_b.is_dir():
                 base_facts = rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
+            elif found is not None and found.compile_path in (None, "none"):
+                base_facts = rehearsal.not_run(base.NO_COMPILE, label_of(environment))
             else:
-                report = analyze_path(recipe_b, recipe=None)
-                found = report.recipes[0] if report.recipes else None
+                _say(
+                    f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary "
+                    "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
+                )
                 base_facts, _ = execute(
                     found,
                     recipe_b,
