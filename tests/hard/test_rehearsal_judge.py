@@ -563,3 +563,35 @@ def test_the_text_says_how_many_site_and_reason_lines_follow_when_a_site_breaks_
     one = RehearsalFacts(status="passed", label="x", graph_break_sites=pairs[-1:], graph_break_count=2)
     one.graph_break_site_count = 1
     assert "graph breaks: 2 at 1 site(s) (rank 0's trace)" in text(one, "rehearse").splitlines()
+
+
+@pytest.mark.parametrize(
+    ("mode", "because", "named"),
+    [
+        (
+            "batches",
+            "the recipe's data path failed on the rehearsal's synthetic rows (r/pre.py:148: ValueError: no "
+            "budget.); the real run may fail there too, with the real data and processor in this environment",
+            True,
+        ),
+        # near misses: the images dropped (not a failure of the data code), and the recipe's own batches
+        (
+            "batches",
+            "the recipe's data path dropped every image: 9 synthetic rows read; the real run may drop them",
+            False,
+        ),
+        ("rows", "the recipe's data path failed on the rehearsal's synthetic rows (x.py:1: E); the real run", False),
+    ],
+)
+def test_a_data_path_that_failed_is_a_fix_to_make_before_the_figures_count(
+    tmp_path: Path, mode: str, because: str, named: bool
+) -> None:
+    from model_compile.hard.rehearsal.fixes import fixes
+
+    facts = RehearsalFacts(
+        status="passed", label="x", batches_mode=mode, batches=f"synthetic batches, because {because}"
+    )
+    found = [f for f in fixes(facts, _plan(tmp_path)) if "data path failed on the rehearsal's rows" in f]
+    assert bool(found) is named
+    if named:
+        assert "(r/pre.py:148: ValueError: no budget.)" in found[0] and "model-compile rehearse " in found[0]

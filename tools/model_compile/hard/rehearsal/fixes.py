@@ -9,6 +9,7 @@ from model_compile.hard.rehearsal.plan import Plan
 
 _CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
 _SIZE_GUARD = re.compile(r"size mismatch at index \d+")
+_DATA_FAILED = re.compile(r"the recipe's data path failed on the rehearsal's synthetic rows \((.+?)\); the real run")
 
 
 _READABLE = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
@@ -75,5 +76,12 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
             "(torch._dynamo.mark_dynamic(batch['input_ids'], 1)) or compile per block "
             f"(`model-compile generate {plan.spec['recipe_root']} --path regional --switch --target <blocks> --reason ...`); "
             f"then `{rerun}`"
+        )
+    failed = _DATA_FAILED.search(facts.batches or "") if facts.batches_mode == "batches" else None
+    if failed:
+        out.append(
+            f"the recipe's data path failed on the rehearsal's rows ({failed.group(1)}), so every figure comes from "
+            "synthetic batches, not from its packer and collator: fix the data code (in this environment the real run may "
+            f"fail there too), then `{rerun}` rehearses on the batches it makes"
         )
     return out
