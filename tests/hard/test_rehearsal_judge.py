@@ -107,7 +107,9 @@ def test_the_batches_line_says_which_token_counts_the_compiled_twin_was_fed(tmp_
     assert facts.batches.endswith(
         "; seen: one token count, 32, in all 6 micro-step(s) on 1 rank(s) (other lengths were not exercised)"
     )
-    assert any("seen: one token count, 32" in ln for ln in summary_lines(facts))  # what review --hard prints
+    assert any(
+        ln.startswith("batches: seen one token count, 32") for ln in summary_lines(facts)
+    )  # what review --hard prints
     # the near miss: varied lengths are counted, with their range, and no caveat
     varied = [
         dict(m, shape=f"tokens 1x{n}, 1 image(s) 4x4") for m, n in zip(micro, (40, 9, 40, 77, 12, 9), strict=True)
@@ -595,3 +597,20 @@ def test_a_data_path_that_failed_is_a_fix_to_make_before_the_figures_count(
     assert bool(found) is named
     if named:
         assert "(r/pre.py:148: ValueError: no budget.)" in found[0] and "model-compile rehearse " in found[0]
+
+
+def test_a_pass_near_the_recompile_limit_says_so_on_its_row() -> None:
+    near = (
+        "fwd_at_258 (kit/loss.py:258): 8 compiled variants of 8 after 8 optimizer steps, one per new input size: "
+        "a longer run, with more sizes than these steps had, hits the limit and runs this frame eager from then on"
+    )
+    facts = RehearsalFacts(status="passed", label="x", near_limit=[near, "g (m.py:1): 7 compiled variants of 8"])
+    row = to_layer(facts, "cmd", "/r", "cpu-only")
+    assert row.status == "passed" and row.reason == (
+        "near the recompile limit: fwd_at_258 (kit/loss.py:258): 8 compiled variants of 8 after 8 optimizer steps "
+        "(and 1 more frame(s)); a longer run with new sizes may hit it"
+    )
+    # near misses: a plain pass has no reason; a failure keeps its own reason and the rerun command
+    assert to_layer(RehearsalFacts(status="passed", label="x"), "cmd", "/r", "cpu-only").reason is None
+    failed = to_layer(RehearsalFacts(status="failed", label="x", reason="r", near_limit=[near]), "cmd", "/r", "c")
+    assert failed.reason == "r" and failed.next_step == "cmd"

@@ -112,8 +112,13 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     out += [f"fix: {f}" for f in facts.fixes]
     model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
-    out.append(f"stage {facts.stage} on a tiny {model}{size}: {facts.model_source}; {_depth(facts)}")
-    out.append(f"wrap: {facts.wrap}; precision: {facts.precision}; batches: {facts.batches}")
+    # the facts a reader needs first lead each line (the text view cuts a long line at its end)
+    out.append(
+        f"stage {facts.stage} on a tiny {model}{size}; {_depth(facts)}; wrap: {facts.wrap}; "
+        f"precision: {facts.precision}; model: {facts.model_source}"
+    )
+    source, _, seen = str(facts.batches).partition("; seen: ")
+    out.append(f"batches: seen {seen}; from {source}" if seen else f"batches: {source}")
     out.append(backend_line(facts))
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
