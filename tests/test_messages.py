@@ -66,5 +66,5 @@ def test_mc203_states_which_stages_get_compile_from_the_default():
     assert "stage2 sets no `model.compile.enabled` and gets compile from it today" in msg
     assert "any new stage file without a `compile:` block" in msg
     _, msg = _only(Example(schema=schema, stages={"stage1": STAGE}), "MC203")
-    assert "no stage gets it today (every stage sets false: stage1)" in msg
+    assert "no stage gets compile from the default today (every stage sets false: stage1)" in msg
     assert "any new stage file without a `compile:` block" in msg

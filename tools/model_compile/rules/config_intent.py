@@ -34,7 +34,7 @@ def _default_effect(ctx: RecipeContext) -> str:
             else f"every stage sets `{field}` itself"
         )
         return (
-            f"schema default enables compile: no stage gets it today ({which}), but any new stage file without a "
+            f"schema default enables compile: no stage gets compile from the default today ({which}), but any new stage file without a "
             f"{block} would get compile"
         )
     return f"schema default enables compile: there is no stage YAML yet, so every stage file without a {block} would get compile"
