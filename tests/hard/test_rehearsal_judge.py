@@ -434,6 +434,7 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
 
     cached = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
     seen: list[str] = []
+    monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)  # a base that differs in code
     monkeypatch.setattr(base, "load", lambda key: seen.append(key) or cached)
     monkeypatch.setattr("model_compile.hard.env.worktree.Worktree.__enter__", lambda self: pytest.fail("no worktree"))
     head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
@@ -468,6 +469,7 @@ def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_std
 
     saved: list[RehearsalFacts] = []
     ran = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)  # a base that differs in code
     monkeypatch.setattr(base, "load", lambda key: None)
     monkeypatch.setattr(base, "save", lambda key, facts: saved.append(facts))
     top = toplevel(RECIPES)
@@ -502,6 +504,7 @@ def test_a_base_without_the_recipe_is_not_rehearsed(
     from model_compile.hard.models import Environment
     from model_compile.hard.rehearsal import base, command
 
+    monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)  # a base that differs in code
     monkeypatch.setattr(base, "load", lambda key: None)
     monkeypatch.setattr(base, "save", lambda key, facts: None)
     monkeypatch.setattr(
@@ -614,3 +617,30 @@ def test_a_pass_near_the_recompile_limit_says_so_on_its_row() -> None:
     assert to_layer(RehearsalFacts(status="passed", label="x"), "cmd", "/r", "cpu-only").reason is None
     failed = to_layer(RehearsalFacts(status="failed", label="x", reason="r", near_limit=[near]), "cmd", "/r", "c")
     assert failed.reason == "r" and failed.next_step == "cmd"
+
+
+def test_a_base_that_differs_only_in_the_compile_switch_is_not_rehearsed_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from model_compile.hard.env.interpreter import Interpreter
+    from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import base, command
+
+    monkeypatch.setattr(base, "only_the_switch", lambda top, commit: ["recipes/r/configs/stage2.yaml"])
+    monkeypatch.setattr(base, "load", lambda key: pytest.fail("no cache lookup"))
+    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree.__enter__", lambda self: pytest.fail("no worktree"))
+    head = RehearsalFacts(status="passed", label="cpu-only (tiny model)")
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    interp = Interpreter(path=sys.executable, source="tool", reason="test")
+    command.with_base(
+        head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, command.Options(base="HEAD"), None
+    )
+    assert capsys.readouterr().err == "" and head.base is None and head.base_rev == "HEAD"
+    assert head.versus_base == [
+        "the base (HEAD) differs from what was rehearsed only in recipes/r/configs/stage2.yaml: documentation or a "
+        "stage's compile switch, which the rehearsal sets itself, so the base's rehearsal would be this same run "
+        "(not run again): everything measured here is already there at the base with compile on"
+    ]
+    assert summary_lines(head)[0].startswith("against the base HEAD: the base (HEAD) differs from what was rehearsed")

@@ -47,3 +47,19 @@ class Worktree:
 def toplevel(path: Path) -> Path:
     """The root of the git work tree `path` lies in (the recipes' root may be a folder below it)."""
     return Path(_git(path, "rev-parse", "--show-toplevel")).resolve()
+
+
+def changed_paths(top: Path, commit: str) -> list[str]:
+    """The paths (from the work tree's root) where the work tree differs from COMMIT: tracked changes, staged or
+    not, deletions, and untracked files git does not ignore."""
+    tracked = _git(top, "diff", "--name-only", "--no-renames", commit, "--").splitlines()
+    untracked = _git(top, "ls-files", "--others", "--exclude-standard").splitlines()
+    return sorted({p for p in tracked + untracked if p})
+
+
+def show(top: Path, commit: str, path: str) -> str | None:
+    """PATH's text at COMMIT, or None where it did not exist there."""
+    try:
+        return _git(top, "show", f"{commit}:{path}")
+    except ValueError:
+        return None

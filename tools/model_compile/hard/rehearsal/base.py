@@ -9,11 +9,14 @@ change, already there, or gone with it.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 import model_compile
 from model_compile.hard.env.probe import cache_root
@@ -55,6 +58,44 @@ def save(key: str, facts: RehearsalFacts) -> None:
         tmp.replace(path)
     except OSError:
         pass
+
+
+_DOCS = (".md", ".rst", ".txt")
+
+
+def _without_switch(text: str | None) -> object:
+    """A stage YAML's content less its compile switch (`model.compile.enabled`, or the flat `model.compile`)."""
+    data = copy.deepcopy(yaml.safe_load(text or ""))
+    model = data.get("model") if isinstance(data, dict) else None
+    if isinstance(model, dict):
+        if isinstance(model.get("compile"), dict):
+            model["compile"].pop("enabled", None)
+        elif isinstance(model.get("compile"), bool):
+            model.pop("compile")
+    return data
+
+
+def only_the_switch(top: Path, commit: str) -> list[str] | None:
+    """The files where the work tree differs from COMMIT when every difference is documentation or a stage YAML's
+    compile switch (the rehearsal turns compile on itself, so the base's run would be this same run); else None."""
+    from model_compile.hard.env.worktree import changed_paths, show
+
+    try:
+        paths = changed_paths(top, commit)
+    except ValueError:
+        return None
+    for path in paths:
+        if path.endswith(_DOCS):
+            continue
+        if not path.endswith((".yaml", ".yml")) or not (top / path).is_file():
+            return None
+        try:
+            before, after = show(top, commit, path), (top / path).read_text(encoding="utf-8")
+            if before is None or _without_switch(before) != _without_switch(after):
+                return None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+            return None
+    return paths
 
 
 def _frames(facts: RehearsalFacts) -> dict[str, str]:

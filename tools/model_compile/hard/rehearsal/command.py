@@ -171,6 +171,16 @@ def with_base(
     except ValueError as exc:
         facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
         return
+    same = base.only_the_switch(top, commit)
+    if same is not None:
+        what = f"only in {', '.join(same[:4])}{' ...' if len(same) > 4 else ''}" if same else "in no file"
+        facts.base_rev = rev
+        facts.versus_base = [
+            f"the base ({rev}) differs from what was rehearsed {what}: documentation or a stage's compile switch, "
+            "which the rehearsal sets itself, so the base's rehearsal would be this same run (not run again): "
+            "everything measured here is already there at the base with compile on"
+        ]
+        return
     key = base.cache_key(tree, str(rel), options, interp.path)
     base_facts = base.load(key)
     if base_facts is not None:
