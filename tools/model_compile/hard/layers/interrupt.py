@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from model_compile.hard.console import say
 from model_compile.hard.models import HardReport
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -106,7 +107,7 @@ def finish(run: Run) -> None:
     name = signal.Signals(run.signum or signal.SIGINT).name
     report = run.report
     if report is None:
-        _say(f"model-compile: interrupted by {name} before hard validation started")
+        say(f"model-compile: interrupted by {name} before hard validation started")
         return
     mark_interrupted(report, run.signum or signal.SIGINT)
     path = Path(report.out_dir) / "report.json"
@@ -115,14 +116,6 @@ def finish(run: Run) -> None:
         sys.stdout.write(render.emit(report, run.fmt))
         sys.stdout.flush()
     except (OSError, ValueError) as exc:
-        _say(f"model-compile: interrupted by {name}; the partial report could not be written: {exc}")
+        say(f"model-compile: interrupted by {name}; the partial report could not be written: {exc}")
         return
-    _say(f"model-compile: interrupted by {name}: every process group it started was ended; partial report: {path}")
-
-
-def _say(line: str) -> None:
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+    say(f"model-compile: interrupted by {name}: every process group it started was ended; partial report: {path}")

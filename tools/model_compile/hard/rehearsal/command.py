@@ -7,13 +7,13 @@ structure test) and alone by `model-compile rehearse RECIPE`.
 from __future__ import annotations
 
 import shlex
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from model_compile.errors import InputError
+from model_compile.hard.console import say
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
@@ -194,7 +194,7 @@ def with_base(
             elif found is not None and found.compile_path in (None, "none"):
                 base_facts = rehearsal.not_run(base.NO_COMPILE, label_of(environment))
             else:
-                _say(
+                say(
                     f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary "
                     "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
                 )
@@ -212,15 +212,6 @@ def with_base(
         base.save(key, base_facts)
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
-
-
-def _say(line: str) -> None:
-    """One progress line on stderr (stdout stays the report)."""
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:
