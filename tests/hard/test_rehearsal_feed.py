@@ -13,7 +13,7 @@ from model_compile.runtime.rehearsal import feed, rows
 @pytest.fixture
 def reasons(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
-    monkeypatch.setattr(feed.Feed, "_synthetic", lambda self, reason: seen.append(reason) or "synthetic")
+    monkeypatch.setattr(feed.Feed, "_synthetic", lambda self, reason, failure=None: seen.append(reason) or "synthetic")
     monkeypatch.setattr(rows, "STATE", {"read": 12, "images": 9, "batches": 2})
     return seen
 

@@ -449,7 +449,7 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
 
 @pytest.mark.parametrize(
     ("compile_path", "said"),
-    [("kit", True), ("none", False), (None, False)],  # a base that compiles is rehearsed; one that does not, is not
+    [("kit", True), ("none", False)],  # a base that compiles is rehearsed; one that does not, is not
 )
 def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_stderr(
     monkeypatch: pytest.MonkeyPatch,
@@ -571,32 +571,37 @@ def test_the_text_says_how_many_site_and_reason_lines_follow_when_a_site_breaks_
 
 
 @pytest.mark.parametrize(
-    ("mode", "because", "named"),
+    ("feed", "named"),
     [
         (
-            "batches",
-            "the recipe's data path failed on the rehearsal's synthetic rows (r/pre.py:148: ValueError: no "
-            "budget.); the real run may fail there too, with the real data and processor in this environment",
+            {
+                "mode": "batches",
+                "reason": "the recipe's data path failed on the rehearsal's synthetic rows (r/pre.py:148: ValueError: "
+                "no budget.); the real run may fail there too, with the real data and processor in this environment",
+                "failure": "r/pre.py:148: ValueError: no budget.",
+                "batches": "rows of up to 512 tokens, batch 1",
+            },
             True,
         ),
         # near misses: the images dropped (not a failure of the data code), and the recipe's own batches
         (
-            "batches",
-            "the recipe's data path dropped every image: 9 synthetic rows read; the real run may drop them",
+            {
+                "mode": "batches",
+                "reason": "the recipe's data path dropped every image: 9 synthetic rows read",
+                "batches": "rows of up to 512 tokens, batch 1",
+            },
             False,
         ),
-        ("rows", "the recipe's data path failed on the rehearsal's synthetic rows (x.py:1: E); the real run", False),
+        ({"mode": "rows", "reason": ""}, False),
     ],
 )
 def test_a_data_path_that_failed_is_a_fix_to_make_before_the_figures_count(
-    tmp_path: Path, mode: str, because: str, named: bool
+    tmp_path: Path, feed: dict[str, str], named: bool
 ) -> None:
-    from model_compile.hard.rehearsal.fixes import fixes
-
-    facts = RehearsalFacts(
-        status="passed", label="x", batches_mode=mode, batches=f"synthetic batches, because {because}"
-    )
-    found = [f for f in fixes(facts, _plan(tmp_path)) if "data path failed on the rehearsal's rows" in f]
+    records = _records([1e-2, 1e-2], [1e-2, 1e-2], [_micro(0, graphs=3), _micro(1)])
+    records["compiled"][0]["feed"] = feed
+    facts = _read(tmp_path, records)
+    found = [f for f in facts.fixes if "data path failed on the rehearsal's rows" in f]
     assert bool(found) is named
     if named:
         assert "(r/pre.py:148: ValueError: no budget.)" in found[0] and "model-compile rehearse " in found[0]

@@ -248,6 +248,10 @@ class RehearsalFacts(BaseModel):
     parity_rule: str | None = None
     batches: str | None = Field(default=None, description="where the batches came from, in words")
     batches_mode: str | None = Field(default=None, description="own, rows or batches")
+    data_failure: str | None = Field(
+        default=None,
+        description="where and how the recipe's data path raised on the rehearsal's rows (file:line: error)",
+    )
     token_counts: list[int] = Field(
         default_factory=list, description="the distinct token counts (sequence lengths) the compiled twin was fed"
     )

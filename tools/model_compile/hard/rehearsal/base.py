@@ -9,7 +9,6 @@ change, already there, or gone with it.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from dataclasses import asdict
@@ -65,7 +64,7 @@ _DOCS = (".md", ".rst", ".txt")
 
 def _without_switch(text: str | None) -> object:
     """A stage YAML's content less its compile switch (`model.compile.enabled`, or the flat `model.compile`)."""
-    data = copy.deepcopy(yaml.safe_load(text or ""))
+    data = yaml.safe_load(text or "")
     model = data.get("model") if isinstance(data, dict) else None
     if isinstance(model, dict):
         if isinstance(model.get("compile"), dict):

@@ -188,10 +188,11 @@ def with_base(
     else:
         with Worktree(repo_root, commit) as tree_dir:
             recipe_b = tree_dir / rel
-            found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None) if recipe_b.is_dir() else None
-            if not recipe_b.is_dir():
+            exists = recipe_b.is_dir()
+            found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None) if exists else None
+            if not exists:
                 base_facts = rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
-            elif found is not None and found.compile_path in (None, "none"):
+            elif found is not None and found.compile_path == "none":
                 base_facts = rehearsal.not_run(base.NO_COMPILE, label_of(environment))
             else:
                 say(

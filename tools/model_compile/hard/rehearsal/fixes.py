@@ -9,7 +9,6 @@ from model_compile.hard.rehearsal.plan import Plan
 
 _CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
 _SIZE_GUARD = re.compile(r"size mismatch at index \d+")
-_DATA_FAILED = re.compile(r"the recipe's data path failed on the rehearsal's synthetic rows \((.+?)\); the real run")
 
 
 _READABLE = re.compile(r"tensor '(.*?)' size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
@@ -77,10 +76,9 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
             f"(`model-compile generate {plan.spec['recipe_root']} --path regional --switch --target <blocks> --reason ...`); "
             f"then `{rerun}`"
         )
-    failed = _DATA_FAILED.search(facts.batches or "") if facts.batches_mode == "batches" else None
-    if failed:
+    if facts.data_failure:
         out.append(
-            f"the recipe's data path failed on the rehearsal's rows ({failed.group(1)}), so every figure comes from "
+            f"the recipe's data path failed on the rehearsal's rows ({facts.data_failure}), so every figure comes from "
             "synthetic batches, not from its packer and collator: fix the data code (in this environment the real run may "
             f"fail there too), then `{rerun}` rehearses on the batches it makes"
         )

@@ -24,6 +24,13 @@ from model_compile.hard.rehearsal.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.plan import Plan
 from model_compile.hard.rehearsal.sites import read_trace
 
+# the tails of a near-limit note after its figures (`frame: N compiled variants of L after S optimizer steps`)
+NEAR_SIZED = (
+    ", one per new input size: a longer run, with more sizes than these steps had, hits the limit "
+    "and runs this frame eager from then on"
+)
+NEAR_CLOSE = ": close to the limit"
+
 _SIZE = "size mismatch at index"
 
 
@@ -200,6 +207,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             f"because {feed.get('reason')}"
         )
         facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}")
+        facts.data_failure = feed.get("failure")
     facts.notes += [n for n in compiled.get("notes") or [] if n not in facts.notes]
     parity_phase = (compiled.get("phases") or {}).get("parity") or {}
     _keys(facts, parity_phase.get("keys") or {})
@@ -316,12 +324,7 @@ def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity:
             sized = any(_SIZE in g for g in guards)
             facts.near_limit.append(
                 f"{frame}: {len(guards) + 1} compiled variants of {limit} after {len(facts.steps)} optimizer steps"
-                + (
-                    ", one per new input size: a longer run, with more sizes than these steps had, hits the limit "
-                    "and runs this frame eager from then on"
-                    if sized
-                    else ": close to the limit"
-                )
+                + (NEAR_SIZED if sized else NEAR_CLOSE)
             )
     facts.recompile_frames = [
         f"{len(g)} recompile(s) in {f} (last guard: {readable_guard(g[-1], 300)})" for f, g in ranked

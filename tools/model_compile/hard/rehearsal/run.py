@@ -227,7 +227,7 @@ def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResu
         layer.next_step = cmd
     elif facts.status == "passed" and facts.near_limit:
         # a pass that a longer run can lose: the row says so, not only a line further down
-        first = facts.near_limit[0].split(", one per", 1)[0].split(": close to the limit", 1)[0]
+        first = facts.near_limit[0].removesuffix(judge.NEAR_SIZED).removesuffix(judge.NEAR_CLOSE)
         more = f" (and {len(facts.near_limit) - 1} more frame(s))" if len(facts.near_limit) > 1 else ""
         layer.reason = f"near the recompile limit: {first}{more}; a longer run with new sizes may hit it"
     return layer

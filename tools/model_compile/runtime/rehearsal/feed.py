@@ -70,14 +70,14 @@ class Feed:
         self.mode = self.data.get("mode", "own")
         self.facts: dict[str, Any] = {"mode": self.mode, "reason": self.data.get("reason", "")}
 
-    def _synthetic(self, reason: str) -> SyntheticBatches:
+    def _synthetic(self, reason: str, failure: str | None = None) -> SyntheticBatches:
         from transformers import AutoConfig
 
         plan = self.data["batches"]
         config = AutoConfig.from_pretrained(self.data["model_dir"])
         rank = int(os.environ.get("RANK", "0"))
         self.mode = "batches"
-        self.facts.update(mode="batches", reason=reason, batches=describe_plan(plan))
+        self.facts.update(mode="batches", reason=reason, batches=describe_plan(plan), failure=failure)
         return SyntheticBatches(config, plan, seed=1000 + rank)
 
     def loader(self, loader: Any) -> Any:
@@ -90,10 +90,11 @@ class Feed:
             iterator = iter(loader)
             peeked = [next(iterator) for _ in range(PEEK)]
         except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
+            failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             return self._synthetic(
-                f"the recipe's data path failed on the rehearsal's synthetic rows ({_where(exc)}: "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}); the real run may fail "
-                "there too, with the real data and processor in this environment"
+                f"the recipe's data path failed on the rehearsal's synthetic rows ({failure}); the real run may fail "
+                "there too, with the real data and processor in this environment",
+                failure,
             )
         if rows.STATE["images"] and not any(_has_images(b) for b in peeked):
             read, images = rows.STATE["read"], rows.STATE["images"]
