@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from model_compile.runtime.rehearsal.parity import _grad_err, compare, envelope, failures, pack, step_of
+from model_compile.runtime.rehearsal.measure.parity import _grad_err, compare, envelope, failures, pack, step_of
 
 
 def _twin(losses: list[float], grad_scale: float = 0.0) -> dict:

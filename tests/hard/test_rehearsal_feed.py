@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from model_compile.runtime.rehearsal import feed, rows
+from model_compile.runtime.rehearsal.inputs import feed, rows
 
 
 @pytest.fixture

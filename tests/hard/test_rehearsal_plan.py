@@ -22,7 +22,7 @@ from model_compile.hard.rehearsal.model_plan import (
 )
 from model_compile.hard.rehearsal.plan import plan
 from model_compile.hard.rehearsal.world import plan_world
-from model_compile.runtime.rehearsal import vocab
+from model_compile.runtime.rehearsal.inputs import vocab
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"
 RECIPES = FIXTURES / "recipes"

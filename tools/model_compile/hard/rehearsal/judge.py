@@ -352,7 +352,7 @@ def _ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None
 
 def _other_ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
     """Parity and keys are judged on every rank: each compiled rank compared itself with its own twins."""
-    from model_compile.runtime.rehearsal.parity import failures
+    from model_compile.runtime.rehearsal.measure.parity import failures
 
     rows = recs.get("compiled") or []
     for rank, rec in enumerate(rows[1:], start=1):
@@ -416,7 +416,7 @@ def _timing(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> Non
 
 
 def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:
-    from model_compile.runtime.rehearsal.parity import failures
+    from model_compile.runtime.rehearsal.measure.parity import failures
 
     problems = list(failures(parity)) if parity else ["no parity was measured (the compiled twin recorded none)"]
     problems += facts.key_failures

@@ -11,7 +11,7 @@ What is kept of a real config: every depth and structure field (layer counts, vi
 full-attention indexes, layer types, expert counts, window and patch sizes, tied embeddings, dtype). What
 is shrunk: widths (hidden and intermediate sizes, heads, head dim, vocabulary), with the rotary sections
 rescaled to the new head dim; special token ids are those of the rehearsal's own vocabulary
-(`runtime/rehearsal/vocab.py`). Any `model_type` transformers knows builds from its config class in the
+(`runtime/rehearsal/inputs/vocab.py`). Any `model_type` transformers knows builds from its config class in the
 child; nothing here is a list of allowed families.
 
 Pure Python: no torch, nothing of the repository imported.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.hard.stages import hub_cache
-from model_compile.runtime.rehearsal import vocab
+from model_compile.runtime.rehearsal.inputs import vocab
 
 RECOMPILE_LIMIT = 8  # torch's default `recompile_limit` (the child records the real one)
 UNKNOWN_DEPTH = RECOMPILE_LIMIT + 2

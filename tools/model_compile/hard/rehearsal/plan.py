@@ -21,7 +21,7 @@ from model_compile.hard.rehearsal.model_plan import ModelPlan, NotPlanned, plan_
 from model_compile.hard.rehearsal.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
 from model_compile.parse.models import config_key
-from model_compile.runtime.rehearsal.batches import PACK_KEYS
+from model_compile.runtime.rehearsal.inputs.batches import PACK_KEYS
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport

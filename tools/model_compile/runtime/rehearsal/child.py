@@ -127,7 +127,7 @@ def _data(spec: dict[str, Any], record: Record) -> dict[str, Any] | None:
     data = spec.get("data") or {}
     if data.get("mode") != "rows":
         return None
-    from model_compile.runtime.rehearsal import rows
+    from model_compile.runtime.rehearsal.inputs import rows
 
     with guarded("data", "not-run", "the recipe's row source could not be replaced"):
         try:
@@ -185,7 +185,7 @@ def read_precision(spec: dict[str, Any]) -> dict[str, Any]:
 
 def prepare(spec: dict[str, Any], record: Record) -> None:
     """The tiny checkpoint (and its higher-precision twin for the reference), the synthetic rows, the precision."""
-    from model_compile.runtime.rehearsal import assets
+    from model_compile.runtime.rehearsal.inputs import assets
 
     with guarded("config", "not-run", "the stage config did not load through the recipe's schema"):
         precision = read_precision(spec)
@@ -208,7 +208,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     import torch
 
     from model_compile.runtime.rehearsal.loop import Driver
-    from model_compile.runtime.rehearsal.model_facts import key_facts, model_facts
+    from model_compile.runtime.rehearsal.measure.model_facts import key_facts, model_facts
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     seen = _data(spec, record)
@@ -233,7 +233,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
             facts["initial_weights"] = "equal to the first twin's (checked)"
         record.phase("model", **facts)
 
-    from model_compile.runtime.rehearsal.feed import Feed
+    from model_compile.runtime.rehearsal.inputs.feed import Feed
 
     feed = Feed(spec)
     wide = torch.float64 if twin == "reference" and spec["precision"].get("reference_dtype") == "float64" else None
@@ -268,7 +268,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     record.data["sync_checks"] = driver.sync_checks
     record.data["feed"] = feed.facts
     if seen is not None:
-        from model_compile.runtime.rehearsal.rows import STATE
+        from model_compile.runtime.rehearsal.inputs.rows import STATE
 
         record.data["rows"] = {**seen, "read": STATE["read"], "images": STATE["images"]}
     record.phase(
@@ -278,7 +278,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         micro_steps=len(driver.micro),
     )
     out = Path(spec["out_dir"])
-    from model_compile.runtime.rehearsal.parity import pack
+    from model_compile.runtime.rehearsal.measure.parity import pack
 
     tensors = {"grads": pack(driver.grads), "losses": driver.losses}
     torch.save(tensors, out / f"tensors-{twin}-rank{rank}.pt")
@@ -300,8 +300,8 @@ def _load(path: Path) -> Any:
 
 def judge(spec: dict[str, Any], rank: int, record: Record, mine: dict[str, Any]) -> None:
     """The compiled twin against the eager twin (keys) and the reference (parity, with its noise floor)."""
-    from model_compile.runtime.rehearsal.model_facts import compare_keys
-    from model_compile.runtime.rehearsal.parity import compare
+    from model_compile.runtime.rehearsal.measure.model_facts import compare_keys
+    from model_compile.runtime.rehearsal.measure.parity import compare
 
     out = Path(spec["out_dir"])
     with guarded("parity", "tool-error", "the twins' records could not be compared"):

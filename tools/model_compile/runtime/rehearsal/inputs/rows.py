@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from model_compile.runtime.rehearsal.assets import read_rows
+from model_compile.runtime.rehearsal.inputs.assets import read_rows
 
 SOURCE = "mvp_dataset.Dataset.from_source"
 # rows read and images in them, per process; `batches` is set by the loop driver (micro-steps begun)

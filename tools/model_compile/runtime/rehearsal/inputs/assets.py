@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal import vocab
+from model_compile.runtime.rehearsal.inputs import vocab
 
 
 def _model_class(config: Any) -> Any:

@@ -14,8 +14,8 @@ import itertools
 import os
 from typing import Any
 
-from model_compile.runtime.rehearsal import rows
-from model_compile.runtime.rehearsal.batches import SyntheticBatches, describe_plan
+from model_compile.runtime.rehearsal.inputs import rows
+from model_compile.runtime.rehearsal.inputs.batches import SyntheticBatches, describe_plan
 
 PEEK = 2  # batches looked at before the twins decide that the recipe's loader feeds the model what it needs
 
