@@ -157,7 +157,8 @@ def test_an_unknown_architecture_is_not_planned_and_names_the_flag(tmp_path: Pat
 def test_a_recipe_local_builder_keeps_its_depth_and_shrinks_only_wide_widths(tmp_path: Path) -> None:
     fields = {"model.d_model": 1024, "model.n_layers": 24, "model.n_heads": 16, "model.vocab_size": 32000}
     model = plan_model(None, tmp_path, None, fields, {})
-    assert model.config is None and model.overrides == ["model.d_model=64"]
+    # the heads shrink with the width (64 / 12 heads would not divide); depth and vocabulary stay
+    assert model.config is None and model.overrides == ["model.d_model=64", "model.n_heads=4"]
     assert model.depth == {"n_layers": 24}
     small = plan_model(None, tmp_path, None, {"model.d_model": 128, "model.n_layers": 4}, {})
     assert small.overrides == [] and "nothing shrunk" in small.source  # already small: as the stage sets it

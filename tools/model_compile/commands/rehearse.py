@@ -38,7 +38,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         help="CPU ranks (gloo); default 2 when the stage's mesh shards or replicates over more than one rank, else 1",
     )
     p.add_argument(
-        "--model-config", metavar="PATH", help="a config.json of the architecture, when its name is not recognised"
+        "--model-config",
+        metavar="[NAME=]PATH",
+        action="append",
+        default=[],
+        help="a config.json the rehearsal builds a model from (shrunk, never the real weights): a bare PATH for the "
+        "stage's main model, NAME=PATH for any model the recipe loads by NAME (a hub id, a cluster path, a local "
+        "folder) that is not on this machine; repeatable",
+    )
+    p.add_argument(
+        "--config-override",
+        metavar="K=V",
+        action="append",
+        default=[],
+        help="set a key of the stage config, as the recipe's launcher does (OmegaConf dotlist); repeatable; a key "
+        "the config lacks is refused",
     )
     p.add_argument(
         "--base",
@@ -83,14 +97,17 @@ def exit_code(status: str, require_complete: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_compile.hard.rehearsal.command import Options, standalone
+    from model_compile.hard.rehearsal.command import Options, model_config_options, standalone
     from model_compile.hard.rehearsal.render import text
 
+    bare, named = model_config_options(list(args.model_config or []))
     options = Options(
         config_name=args.config_name,
         backend=args.backend,
         steps=int(args.steps),
-        model_config=Path(args.model_config) if args.model_config else None,
+        model_config=bare,
+        model_configs=named,
+        config_overrides=list(args.config_override or []),
         timeout_s=float(args.timeout),
         world_size=args.world_size,
         base=args.base,

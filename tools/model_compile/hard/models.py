@@ -305,6 +305,43 @@ class RehearsalFacts(BaseModel):
     limits: str = ""
     log: str | None = None
     record: str | None = Field(default=None, description="the folder of the children's records, logs and traces")
+    models: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="every model the recipe built, measured in the child: class, role, source (where its config "
+        "came from), parameters, trainable, stacks ({path: 'N Block'}, the repeated blocks counted on the built "
+        "module tree), shrunk (widths, never depth)",
+    )
+    loads: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="each from_pretrained of the run: class, kind, name, to (the folder read: the rehearsal's "
+        "checkpoint, or a stand-in of name), source (where the stand-in's config came from)",
+    )
+    user_overrides: list[str] = Field(
+        default_factory=list, description="--config-override K=V, applied before the rehearsal's own overrides"
+    )
+    memory: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the check before stepping (rank 0): rss_mb, more_mb expected per twin, available_mb, source",
+    )
+    rank_rss: list[str] = Field(
+        default_factory=list, description="each twin's ranks' resident memory as the parent sampled it (peak)"
+    )
+    batches_seen: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the train loader handed the model (rank 0 of the compiled twin, else the eager one): "
+        "keys ({key: dtype}), described (the first batches, {key: 'dtype shape'}), batches by source "
+        "(recipe or tool), samples, rows, most_in_a_row, counted_by",
+    )
+    packing: str | None = Field(default=None, description="the packing the batches showed (measured, not configured)")
+    rows_dropped: str | None = Field(
+        default=None,
+        description="rows the recipe's data path read and did not hand the model, and the reasons its log gives",
+    )
+    environment_drift: list[str] = Field(
+        default_factory=list,
+        description="each package the run imported whose version differs from the repository's pin (uv.lock, "
+        "requirements, pyproject)",
+    )
     base: RehearsalFacts | None = Field(default=None, description="the same rehearsal of the change's base")
     base_rev: str | None = None
     versus_base: list[str] = Field(

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from model_compile.parse.stages import stage_facts
+from model_compile.runtime.rehearsal.models.names import hub_cache_dir
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAX_BYTES = 2_000_000
@@ -85,12 +86,7 @@ def world_size_for(mesh: dict[str, int], default: int | None, devices: int) -> t
 
 def hub_cache() -> Path:
     """The local Hugging Face hub cache, as huggingface_hub finds it (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "huggingface" / "hub"
+    return hub_cache_dir()
 
 
 def _is_local(value: str) -> bool:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model_compile.hard.env.proc import RankResult
+from model_compile.hard.env.proc import RankResult, Watch, take_rss
 
 READY_S = 120.0
 
@@ -86,7 +86,13 @@ class ForkServer:
         self.messages.put({"gone": True})
 
     def run_ranks(
-        self, argv: list[str], envs: list[dict[str, str]], timeout_s: float, logs: list[Path], grace_s: float = 20.0
+        self,
+        argv: list[str],
+        envs: list[dict[str, str]],
+        timeout_s: float,
+        logs: list[Path],
+        grace_s: float = 20.0,
+        watch: Watch | None = None,
     ) -> tuple[list[RankResult], float, bool]:
         start = time.monotonic()
         results = [RankResult(rank=i, exit_status=None, log=str(log)) for i, log in enumerate(logs)]
@@ -103,6 +109,13 @@ class ForkServer:
             failed_at: float | None = None
             while len(exited) < len(logs):
                 now = time.monotonic()
+                short = watch({r: p for r, p in pids.items() if r not in exited}) if watch else None
+                if short:
+                    for rank, pid in pids.items():
+                        if rank not in exited:
+                            _kill(pid)
+                            results[rank].killed = short
+                    break
                 if now >= deadline or (failed_at is not None and now - failed_at > grace_s):
                     why = "timeout" if now >= deadline else "a rank failed"
                     bad = next((r for r, c in exited.items() if c != 0), None)
@@ -145,6 +158,7 @@ class ForkServer:
                     pass
         for rank in range(len(logs)):
             results[rank].exit_status = exited.get(rank) if not results[rank].killed else None
+        take_rss(results, watch)
         timed_out = any(r.killed == "timeout" for r in results)
         return results, time.monotonic() - start, timed_out
 

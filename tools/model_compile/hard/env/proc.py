@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,15 +87,35 @@ class RankResult:
     rank: int
     exit_status: int | None
     log: str
-    killed: str = ""  # why the tool ended it: "timeout", "rank <r> exited <code>", "interrupted"
+    killed: str = ""  # why the tool ended it: "timeout", "rank <r> exited <code>", "interrupted", "memory: ..."
+    last_rss_mb: float | None = None  # resident memory (its process tree) at the last sample, when watched
+    peak_rss_mb: float | None = None
+
+
+Watch = Callable[[dict[int, int]], "str | None"]  # {rank: pid} -> a reason to end every rank, or None
+
+
+def take_rss(results: list[RankResult], watch: Watch | None) -> None:
+    """Copy a memory watch's samples onto the ranks' results."""
+    sampled = getattr(watch, "rss", None)
+    if callable(sampled):
+        for result in results:
+            result.last_rss_mb, result.peak_rss_mb = sampled(result.rank)
 
 
 def run_ranks(
-    cmd: list[str], cwd: Path, envs: list[dict[str, str]], timeout_s: float, logs: list[Path], grace_s: float = 20.0
+    cmd: list[str],
+    cwd: Path,
+    envs: list[dict[str, str]],
+    timeout_s: float,
+    logs: list[Path],
+    grace_s: float = 20.0,
+    watch: Watch | None = None,
 ) -> tuple[list[RankResult], float, bool]:
     """One process group per rank, started together. When a rank exits non-zero the others get `grace_s` to
     finish (they would wait in a collective for it forever), then are ended; on timeout or Ctrl-C every group
-    is ended. Returns (per-rank results, seconds, timed out)."""
+    is ended; when `watch` gives a reason (the machine runs out of memory) every group is ended with it.
+    Returns (per-rank results, seconds, timed out)."""
     start = time.monotonic()
     procs: list[subprocess.Popen] = []
     handles = []
@@ -125,6 +146,13 @@ def run_ranks(
             bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
             if bad and failed_at is None:
                 failed_at = now
+            short = watch({i: p.pid for i, p in enumerate(procs) if codes[i] is None}) if watch else None
+            if short:
+                for i, p in enumerate(procs):
+                    if p.poll() is None:
+                        _kill_group(p, grace_s=2.0)
+                        results[i].killed = short
+                break
             if now >= deadline or (failed_at is not None and now - failed_at > grace_s):
                 why = "timeout" if now >= deadline else f"rank {bad[0]} exited {codes[bad[0]]}"
                 for i, p in enumerate(procs):
@@ -149,5 +177,6 @@ def run_ranks(
             handle.close()
     for i, p in enumerate(procs):
         results[i].exit_status = p.returncode if not results[i].killed else None
+    take_rss(results, watch)
     timed_out = any(r.killed == "timeout" for r in results)
     return results, time.monotonic() - start, timed_out

@@ -21,7 +21,7 @@ import model_compile
 from model_compile.hard.env.probe import cache_root
 from model_compile.hard.models import RehearsalFacts
 
-CACHE_VERSION = "rehearsal-base/1"
+CACHE_VERSION = "rehearsal-base/2"  # 2: the models built, overrides, memory, batches seen, drift
 NO_COMPILE = "the recipe does not compile there"
 
 

@@ -6,21 +6,24 @@ structure test) and alone by `model-compile rehearse RECIPE`.
 
 from __future__ import annotations
 
+import json
 import shlex
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model_compile.errors import InputError
 from model_compile.hard.console import say
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
+from model_compile.hard.rehearsal import overrides
 from model_compile.hard.rehearsal import run as rehearsal
 from model_compile.hard.rehearsal.plan import NotPlanned, plan
 from model_compile.hard.rehearsal.render import instead_of_inductor
 from model_compile.parse import recipe_test_options as test_options
 from model_compile.parse.recipe_test_options import CONFIG_NAME
+from model_compile.runtime.rehearsal.models.shrink import bad_widths
 from model_compile.vocabulary import BACKENDS
 
 if TYPE_CHECKING:
@@ -41,6 +44,40 @@ class Options:
     timeout_s: float = DEFAULT_TIMEOUT_S
     world_size: int | None = None
     base: str | None = None  # a revision: rehearse it too, in a temporary worktree, and mark what differs
+    model_configs: dict[str, Path] = field(default_factory=dict)  # --model-config NAME=PATH: a config for NAME
+    config_overrides: list[str] = field(default_factory=list)  # --config-override K=V, in order
+
+
+def model_config_options(items: list[str]) -> tuple[Path | None, dict[str, Path]]:
+    """`--model-config` values: a bare PATH is the main model's config; NAME=PATH the config of the model the
+    recipe loads by NAME (a hub id, a cluster path, a local folder). Bad input raises InputError."""
+    bare: Path | None = None
+    named: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.rpartition("=")
+        if sep and name and not Path(item).is_file():
+            named[name.strip()] = Path(path)
+        elif bare is None:
+            bare = Path(item)
+        else:
+            raise InputError(f"--model-config {item}: a second bare PATH (name the model it is for: NAME=PATH)")
+    return bare, named
+
+
+def read_model_config(path: Path, flag: str) -> dict[str, Any]:
+    """A supplied config.json, read and checked (bad input is one line)."""
+    if not path.is_file():
+        raise InputError(f"{flag}: {path}: no such file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{flag}: {path} is not a readable JSON file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{flag}: {path} is not a config (a JSON object)")
+    bad = bad_widths(data)
+    if bad:
+        raise InputError(f"{flag}: {path} has a width that is not a positive integer: {', '.join(bad[:3])}")
+    return data
 
 
 def check(options: Options) -> None:
@@ -53,8 +90,33 @@ def check(options: Options) -> None:
         raise InputError(f"--world-size must be between 1 and {MAX_WORLD} (CPU ranks over gloo)")
     if options.timeout_s <= 0:
         raise InputError("--timeout must be > 0")
-    if options.model_config is not None and not options.model_config.is_file():
-        raise InputError(f"--model-config {options.model_config}: no such file")
+    if options.model_config is not None:
+        read_model_config(options.model_config, f"--model-config {options.model_config}")
+    for name, path in options.model_configs.items():
+        read_model_config(path, f"--model-config {name}={path}")
+    overrides.parse(options.config_overrides)
+
+
+def supplied_configs(options: Options) -> dict[str, dict[str, Any]]:
+    """The spec's `model_configs`: {NAME: {"file", "config"}} (read once, checked by `check`)."""
+    return {
+        name: {"file": str(path.resolve()), "config": read_model_config(path, f"--model-config {name}={path}")}
+        for name, path in options.model_configs.items()
+    }
+
+
+def extra_flags(options: Options) -> list[str]:
+    """The options a printed `rehearse` command repeats (beside stage, backend and world size)."""
+    extra = [] if options.steps == DEFAULT_STEPS else ["--steps", str(options.steps)]
+    if options.model_config is not None:
+        extra += ["--model-config", str(options.model_config)]
+    for name, path in options.model_configs.items():
+        extra += ["--model-config", f"{name}={path}"]
+    for item in options.config_overrides:
+        extra += ["--config-override", item]
+    if options.base:
+        extra += ["--base", options.base]
+    return extra
 
 
 def python_flag(interp: interpreter.Interpreter) -> str | None:
@@ -88,8 +150,7 @@ def execute(
     base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {flag}" if flag else "")
     if recipe is None:
         return rehearsal.not_run("static review found no recipe here", label), base_cmd
-    conv = test_options.read(recipe_root, repo_root)
-    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
+    default = _conftest_default(recipe_root, repo_root)
     try:
         planned = plan(
             recipe,
@@ -97,20 +158,18 @@ def execute(
             repo_root,
             out_dir,
             stage=options.config_name,
-            conftest_default=default if isinstance(default, str) else None,
+            conftest_default=default,
             backend=options.backend,
             steps=options.steps,
             model_config=options.model_config,
             world_size=options.world_size,
             cpu_only=environment.cpu_only,
+            model_configs=supplied_configs(options),
+            config_overrides=options.config_overrides,
         )
     except NotPlanned as exc:
         return rehearsal.not_run(str(exc), label), base_cmd
-    extra = [] if options.steps == DEFAULT_STEPS else ["--steps", str(options.steps)]
-    if options.model_config is not None:
-        extra += ["--model-config", str(options.model_config)]
-    if options.base:
-        extra += ["--base", options.base]
+    extra = extra_flags(options)
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
@@ -122,12 +181,14 @@ def execute(
             repo_root,
             out_dir / "one-rank",
             stage=options.config_name,
-            conftest_default=default if isinstance(default, str) else None,
+            conftest_default=default,
             backend=options.backend,
             steps=options.steps,
             model_config=options.model_config,
             world_size=1,
             cpu_only=environment.cpu_only,
+            model_configs=supplied_configs(options),
+            config_overrides=options.config_overrides,
         )
         single = rehearsal.run(one, interp, env, out_dir / "one-rank", options.timeout_s, label)
         if single.status != "not-run" or single.steps:
@@ -257,6 +318,30 @@ def layer_where(facts: RehearsalFacts, interpreter_path: str) -> str:
     return f"{facts.label}{backend}{ranks}, {interpreter_path}"
 
 
+def _conftest_default(recipe_root: Path, repo_root: Path) -> str | None:
+    conv = test_options.read(recipe_root, repo_root)
+    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
+    return default if isinstance(default, str) else None
+
+
+def check_overrides(recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options) -> None:
+    """Before anything runs: each --config-override names a key of the stage the rehearsal would run (InputError
+    otherwise). A recipe the rehearsal cannot plan is left to say so when it runs."""
+    if not options.config_overrides or recipe is None:
+        return
+    from model_compile.hard.rehearsal.plan import choose_stage, load_stage
+    from model_compile.hard.stages import stage_files
+
+    try:
+        name, _ = choose_stage(recipe, recipe_root, options.config_name, _conftest_default(recipe_root, repo_root))
+        data = load_stage(stage_files(recipe_root)[name])
+    except NotPlanned:
+        return
+    schema = recipe.config.schema_
+    schema_file = (recipe_root / schema.file) if schema.file else None
+    overrides.check(options.config_overrides, data, name, schema_file, schema.root_class)
+
+
 def standalone(
     path: Path, python: str | None, options: Options, out: Path | None
 ) -> tuple[RehearsalFacts, Environment, str]:
@@ -273,6 +358,9 @@ def standalone(
             resolve(repo_root, options.base)
         except ValueError as exc:
             raise InputError(f"--base {options.base}: not a revision of {repo_root} ({exc})") from exc
+    report = analyze_path(recipe_root, recipe=None)
+    recipe = report.recipes[0] if report.recipes else None
+    check_overrides(recipe, recipe_root, repo_root, options)
     interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-rehearse-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -282,8 +370,6 @@ def standalone(
     if not pre.ok:
         facts = rehearsal.not_run(f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment))
         return facts, environment, f"model-compile rehearse {recipe_root}"
-    report = analyze_path(recipe_root, recipe=None)
-    recipe = report.recipes[0] if report.recipes else None
     probed = child_env_with_probe(env, pre.model_compile_file, out_dir)
     facts, cmd = execute(
         recipe, recipe_root, repo_root, interp, probed, environment, out_dir, options, python_flag(interp)

@@ -22,6 +22,7 @@ from typing import Any
 from model_compile.hard.models import RehearsalFacts, RehearsalStep
 from model_compile.hard.rehearsal.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.seen import faults, read_all
 from model_compile.hard.rehearsal.sites import read_trace
 
 # the tails of a near-limit note after its figures (`frame: N compiled variants of L after S optimizer steps`)
@@ -90,6 +91,8 @@ def stopped(
     ranks: list[Any] | None = None,
 ) -> None:
     """A child did not finish: who, why, and whose fault."""
+    if faults.machine_fault(facts, twin, recs, ranks, timed_out):
+        return
     done = ", ".join(p for rec in recs[:1] for p, v in (rec.get("phases") or {}).items() if v.get("ok")) or "nothing"
     if timed_out:
         facts.status = "timeout"
@@ -102,7 +105,8 @@ def stopped(
         facts.status = "tool-error" if twin == "prepare" else "failed" if twin == "compiled" else "not-run"
         who = f"rank {first.rank} of the {twin} run" if first else f"the {twin} child"
         code = f"exited {first.exit_status}" if first and first.exit_status is not None else "was ended"
-        facts.reason = f"{who} {code} without a record (last phase done: {done})" + (f": {tail}" if tail else "")
+        code += f" without a record{faults.note(first)}"
+        facts.reason = f"{who} {code} (last phase done: {done})" + (f": {tail}" if tail else "")
         if first is not None:
             facts.notes.append(f"{who}'s log: {first.log}")
         return
@@ -231,6 +235,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     _other_ranks(facts, recs)
     if facts.status == "passed":
         verdict(facts, parity)
+    read_all(facts, plan, recs, trace_dir.parent, repo)
 
 
 _TOKENS = re.compile(r"tokens \d+x(\d+)")

@@ -19,7 +19,6 @@ Pure Python: no torch, nothing of the repository imported.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -27,25 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model_compile.hard.stages import hub_cache
 from model_compile.runtime.rehearsal.inputs import vocab
+from model_compile.runtime.rehearsal.models import names
+from model_compile.runtime.rehearsal.models import shrink as shrinking
 
 RECOMPILE_LIMIT = 8  # torch's default `recompile_limit` (the child records the real one)
 UNKNOWN_DEPTH = RECOMPILE_LIMIT + 2
-
-TEXT_WIDTH = {"hidden_size": 64, "intermediate_size": 128, "head_dim": 16, "num_attention_heads": 4}
-MOE_WIDTH = {"moe_intermediate_size": 32, "shared_expert_intermediate_size": 32}
-LINEAR_WIDTH = {
-    "linear_key_head_dim": 16,
-    "linear_value_head_dim": 16,
-    "linear_num_key_heads": 2,
-    "linear_num_value_heads": 4,
-}
-VISION_WIDTH = {"hidden_size": 32, "embed_dim": 32, "intermediate_size": 64, "num_heads": 4, "num_attention_heads": 4}
-# a recipe-local builder's width fields under the model section, shrunk only above WIDE
-BUILDER_WIDTH = {"hidden_size": 64, "d_model": 64, "dim": 64, "intermediate_size": 128, "ffn_dim": 128}
-WIDE = 256
-DEPTH_KEYS = ("num_hidden_layers", "n_layers", "num_layers", "depth", "n_layer")
+WIDE = shrinking.WIDE
+BUILDER_WIDTH = shrinking.BUILDER_WIDTH
+DEPTH_KEYS = shrinking.DEPTH_KEYS
 
 # Hub ids and folder names -> the family preset used when no config.json of the model is here.
 NAME_PATTERNS = (
@@ -174,10 +163,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def hub_config(name: str) -> Path | None:
-    folder = hub_cache() / ("models--" + name.replace("/", "--")) / "snapshots"
-    found = sorted(folder.glob("*/config.json")) if folder.is_dir() else []
-    return found[-1] if found else None
+hub_config = names.hub_config
 
 
 def real_config(value: str | None, repo_root: Path, model_config: Path | None) -> tuple[dict[str, Any] | None, str]:
@@ -195,126 +181,19 @@ def real_config(value: str | None, repo_root: Path, model_config: Path | None) -
     return None, f"no config.json of {value} on this machine (not a local folder, not in the hub cache)"
 
 
-# -- shrinking ---------------------------------------------------------------
-
-
-def _sections(total: int, old: list[int]) -> list[int]:
-    """Rotary sections rescaled to sum to `total`, by largest remainder, each at least 1."""
-    scale = total / max(sum(old), 1)
-    raw = [x * scale for x in old]
-    out = [max(1, int(r)) for r in raw]
-    for i in sorted(range(len(raw)), key=lambda i: raw[i] - int(raw[i]), reverse=True):
-        if sum(out) >= total:
-            break
-        out[i] += 1
-    while sum(out) > total:
-        i = max(range(len(out)), key=lambda i: out[i])
-        out[i] -= 1
-    return out
-
-
-def _shrink_text(node: dict[str, Any], where: str, shrunk: list[str]) -> None:
-    heads_before = node.get("num_attention_heads")
-    for table in (TEXT_WIDTH, MOE_WIDTH, LINEAR_WIDTH):
-        for key, tiny in table.items():
-            value = node.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > tiny:
-                node[key] = tiny
-                shrunk.append(f"{where}{key} {value} -> {tiny}")
-    kv = node.get("num_key_value_heads")
-    if isinstance(kv, int) and isinstance(heads_before, int):
-        tiny_kv = node["num_attention_heads"] if kv == heads_before else min(2, kv)
-        if tiny_kv != kv:
-            node["num_key_value_heads"] = tiny_kv
-            shrunk.append(f"{where}num_key_value_heads {kv} -> {tiny_kv}")
-    if isinstance(node.get("vocab_size"), int) and node["vocab_size"] != vocab.VOCAB_SIZE:
-        shrunk.append(f"{where}vocab_size {node['vocab_size']} -> {vocab.VOCAB_SIZE} (the rehearsal's tokenizer)")
-        node["vocab_size"] = vocab.VOCAB_SIZE
-    head_dim = node.get("head_dim") or (node.get("hidden_size", 64) // max(node.get("num_attention_heads", 4), 1))
-    for rope_key in ("rope_scaling", "rope_parameters"):
-        rope = node.get(rope_key)
-        if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
-            old = [int(x) for x in rope["mrope_section"]]
-            new = _sections(int(head_dim) // 2, old)
-            if new != old:
-                rope["mrope_section"] = new
-                shrunk.append(f"{where}{rope_key}.mrope_section {old} -> {new} (sums to head_dim/2)")
-
-
-def _shrink_vision(node: dict[str, Any], text_hidden: int, shrunk: list[str]) -> None:
-    where = "vision_config."
-    has_embed = "embed_dim" in node
-    for key, tiny in VISION_WIDTH.items():
-        value = node.get(key)
-        if key == "hidden_size" and has_embed:
-            tiny = text_hidden  # Qwen2-VL: embed_dim is the width, hidden_size the merger's output
-        if (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and value != tiny
-            and (value > tiny or key == "hidden_size")
-        ):
-            node[key] = tiny
-            shrunk.append(f"{where}{key} {value} -> {tiny}")
-    if isinstance(node.get("out_hidden_size"), int) and node["out_hidden_size"] != text_hidden:
-        shrunk.append(f"{where}out_hidden_size {node['out_hidden_size']} -> {text_hidden} (the text width)")
-        node["out_hidden_size"] = text_hidden
-
-
-def _token_ids(config: dict[str, Any]) -> None:
-    for node in (config, config.get("text_config")):
-        if not isinstance(node, dict):
-            continue
-        for key, token in vocab.CONFIG_TOKENS.items():
-            if key in node and node[key] is not None:
-                node[key] = vocab.token_id(token)
-    if isinstance(config.get("vision_config"), dict):
-        for key in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"):
-            config.setdefault(key, vocab.token_id(vocab.CONFIG_TOKENS[key]))
+# -- shrinking (shared with the child: runtime/rehearsal/models/shrink.py) --------------------------------
 
 
 def shrink(real: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A copy of `real` with widths shrunk and token ids remapped; what changed."""
-    config = copy.deepcopy(real)
-    shrunk: list[str] = []
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
-    if text is not None:
-        _shrink_text(text, "text_config.", shrunk)
-    if any(k in config for k in TEXT_WIDTH) or text is None:
-        _shrink_text(config, "", shrunk)
-    text_hidden = int((text or config).get("hidden_size", 64))
-    if isinstance(config.get("vision_config"), dict):
-        _shrink_vision(config["vision_config"], text_hidden, shrunk)
-    _token_ids(config)
-    for key in ("quantization_config", "auto_map", "_name_or_path"):
-        config.pop(key, None)
+    """A copy of `real` with widths shrunk and token ids remapped to the rehearsal's tokenizer; what changed.
+    The tiny checkpoint holds no code: a remote-code `auto_map` is dropped (transformers builds the model_type)."""
+    config, shrunk = shrinking.shrink(real, vocab_too=True)
+    config.pop("auto_map", None)
     return config, shrunk
 
 
-def depth_of(config: dict[str, Any]) -> dict[str, Any]:
-    """The depth of each stack, named for a reader."""
-    out: dict[str, Any] = {}
-    sub = config.get("text_config")
-    text: dict[str, Any] = sub if isinstance(sub, dict) else config
-    for key in DEPTH_KEYS:
-        if isinstance(text.get(key), int):
-            out["text layers" if config.get("vision_config") else "layers"] = text[key]
-            break
-    if isinstance(text.get("layer_types"), list):
-        kinds = sorted(set(map(str, text["layer_types"])))
-        out["layer types"] = ", ".join(f"{text['layer_types'].count(k)} {k}" for k in kinds)
-    if isinstance(text.get("num_experts"), int) or isinstance(text.get("num_local_experts"), int):
-        out["experts"] = text.get("num_experts") or text.get("num_local_experts")
-    vision = config.get("vision_config")
-    if isinstance(vision, dict):
-        for key in ("depth", "num_hidden_layers"):
-            if isinstance(vision.get(key), int):
-                out["vision blocks"] = vision[key]
-                break
-        for key in ("deepstack_visual_indexes", "fullatt_block_indexes"):
-            if isinstance(vision.get(key), list):
-                out[key.replace("_", " ")] = list(vision[key])
-    return out
+depth_of = shrinking.depth_of
+_token_ids = shrinking._token_ids
 
 
 def _processor(config: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any] | None:
@@ -356,7 +235,8 @@ def plan_model(
         if family is None:
             raise NotPlanned(
                 f"the architecture of {pretrained!r} is not known here: {where}, and its name names no family "
-                f"with a preset ({', '.join(FAMILIES)}); pass --model-config PATH to its config.json"
+                f"with a preset ({', '.join(FAMILIES)}); supply its config.json with --model-config "
+                f"{pretrained}=PATH (or --model-config PATH)"
             )
         config = _preset(family)
         _token_ids(config)
@@ -373,18 +253,20 @@ def plan_model(
             depth_known=False,
             processor=_processor(config, bounds),
         )
-    overrides, shrunk, depth = [], [], {}
+    depth = {}
+    leaves: dict[str, str] = {}
     for key, value in builder_fields.items():
         leaf = key.rsplit(".", 1)[-1]
+        leaves[leaf] = key
         if leaf in DEPTH_KEYS and isinstance(value, int):
             depth[leaf] = value
-        tiny = BUILDER_WIDTH.get(leaf)
-        if tiny and isinstance(value, int) and not isinstance(value, bool) and value > WIDE:
-            overrides.append(f"{key}={tiny}")
-            shrunk.append(f"{key} {value} -> {tiny}")
+    fields = {leaf: builder_fields[key] for leaf, key in leaves.items()}
+    new = shrinking.shrink_fields(fields)
+    overrides = [f"{leaves[leaf]}={value}" for leaf, value in new.items()]
+    shrunk = [f"{leaves[leaf]} {fields[leaf]} -> {value}" for leaf, value in new.items()]
     return ModelPlan(
         source="the recipe's own builder and its stage's model fields"
-        + (" (widths above 256 shrunk)" if shrunk else " (as the stage sets them: nothing shrunk)"),
+        + (f" (widths above {WIDE} shrunk)" if shrunk else " (as the stage sets them: nothing shrunk here)"),
         depth=depth,
         shrunk=shrunk,
         overrides=overrides,

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
+from model_compile.hard.rehearsal import overrides as cli_overrides
 from model_compile.hard.rehearsal.data_plan import DataPlan, plan_data
 from model_compile.hard.rehearsal.model_plan import ModelPlan, NotPlanned, plan_model
 from model_compile.hard.rehearsal.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
 from model_compile.parse.models import config_key
 from model_compile.runtime.rehearsal.inputs.batches import PACK_KEYS
+from model_compile.runtime.rehearsal.models import names
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
@@ -47,6 +49,7 @@ class Plan:
     overrides: list[str]
     spec: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    user_overrides: list[str] = field(default_factory=list)  # --config-override, applied before the rehearsal's
     compile_call: str | None = None  # file:line and text of the compile call (for the advice)
     compile_kwargs: dict[str, str] = field(default_factory=dict)
     forward_step: str | None = None  # file:line of the recipe's forward_step
@@ -171,6 +174,8 @@ def plan(
     model_config: Path | None = None,
     world_size: int | None = None,
     cpu_only: bool = True,
+    model_configs: dict[str, dict[str, Any]] | None = None,
+    config_overrides: list[str] | None = None,
 ) -> Plan:
     """The rehearsal's spec, or NotPlanned with the reason and the flag that fixes it."""
     if recipe.compile_path == "none":
@@ -181,7 +186,14 @@ def plan(
         raise NotPlanned("no engine class with prepare_model() was found")
     name, stage_reason = choose_stage(recipe, recipe_root, stage, conftest_default)
     config_file = stage_files(recipe_root)[name]
-    paths = dict(_walk(load_stage(config_file)))
+    stage_data = load_stage(config_file)
+    user = list(config_overrides or [])
+    if user:
+        schema = recipe.config.schema_
+        schema_file = (recipe_root / schema.file) if schema.file else None
+        cli_overrides.check(user, stage_data, name, schema_file, schema.root_class)
+        stage_data = cli_overrides.apply(stage_data, user)
+    paths = dict(_walk(stage_data))
     overrides, notes = _run_overrides(paths, out_dir)
     # the world and the wrap
     mesh = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if k.startswith("parallel.mesh.")}
@@ -203,10 +215,16 @@ def plan(
             bounds["max_pixels"] = value
         elif isinstance(value, int) and leaf in ("image_min_pixels", "min_pixels"):
             bounds["min_pixels"] = value
-    model = plan_model(paths[pretrained_key] if pretrained_key else None, repo_root, model_config, builder, bounds)
+    supplied = dict(model_configs or {})
+    pretrained = paths[pretrained_key] if pretrained_key else None
+    if model_config is None and pretrained is not None:
+        main = names.lookup(supplied, pretrained, str(repo_root))
+        model_config = Path(main["file"]) if main else None
+    model = plan_model(pretrained, repo_root, model_config, builder, bounds)
     overrides += model.overrides
     ckpt_dir = out_dir / "tiny-checkpoint"
     checkpoint = None
+    aliases: dict[str, str] = {}
     if model.config is not None and pretrained_key is not None:
         checkpoint = {
             "dir": str(ckpt_dir),
@@ -217,6 +235,7 @@ def plan(
             "processor": model.processor,
         }
         overrides.append(f"{pretrained_key}={ckpt_dir}")
+        aliases[str(pretrained)] = str(ckpt_dir)  # the real name, read anywhere else, is the tiny checkpoint
     # the data and the schedule
     mentioned = _recipe_mentions(recipe_root, PACK_KEYS)
     data = plan_data(
@@ -263,7 +282,10 @@ def plan(
         "schema_module": schema_module,
         "schema_class": schema.root_class,
         "config_file": str(config_file),
-        "overrides": overrides,
+        "overrides": user + overrides,
+        "user_overrides": user,
+        "model_configs": supplied,
+        "aliases": aliases,
         "compile_keys": compile_keys,
         "backend": chosen,
         "mode": mode,
@@ -295,6 +317,7 @@ def plan(
         overrides=overrides,
         spec=spec,
         notes=notes,
+        user_overrides=user,
         compile_call=(
             f"{_repo_relative((recipe_root / compile_event.file).resolve(), repo_root)}:{compile_event.line}: "
             f"{compile_event.call}"

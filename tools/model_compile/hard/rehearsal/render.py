@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from model_compile.hard.models import RehearsalFacts
 from model_compile.hard.rehearsal.fixes import readable_guard, shorten
+from model_compile.hard.rehearsal.seen.lines import summary_lines as seen_summary
+from model_compile.hard.rehearsal.seen.lines import text_lines as seen_text
 
 __all__ = ["backend_line", "instead_of_inductor", "readable_guard", "summary_lines", "text"]
 
@@ -142,6 +144,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     timing = timing_line(facts)
     if timing:
         out.append(timing)
+    out += seen_summary(facts)
     out.append(f"the rehearsal ran a tiny model; {facts.limits}")
     if facts.record:
         out.append(f"every step, shape and guard: {facts.record} (records, logs and the trace)")
@@ -229,6 +232,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines.append(f"note: {note}")
     for line in facts.versus_base:
         lines.append(f"vs base: {line}")
+    lines += seen_text(facts)
     if facts.overrides:
         lines.append("overrides: " + " ".join(facts.overrides))
     lines.append(f"cannot show: {facts.limits}")

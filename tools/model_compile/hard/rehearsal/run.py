@@ -20,9 +20,11 @@ from typing import Any
 from model_compile.hard.env import proc
 from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
+from model_compile.hard.env.memwatch import MemoryWatch
 from model_compile.hard.models import LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import judge
 from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.seen import faults as seen_faults
 from model_compile.runtime.rehearsal.config import precision_plan
 
 LIMITS = (
@@ -162,10 +164,14 @@ def _twins(
         port = free_port()
         envs = [child_env(env, out_dir, r, world, port, twin == "compiled") for r in range(world)]
         rank_logs = [logs / f"{twin}-rank{r}.log" for r in range(world)]
+        watch = MemoryWatch()
         if server is not None:
-            results, _, timed_out = server.run_ranks([str(spec_path), twin], envs, max(left, 1.0), rank_logs)
+            results, _, timed_out = server.run_ranks(
+                [str(spec_path), twin], envs, max(left, 1.0), rank_logs, watch=watch
+            )
         else:
-            results, _, timed_out = proc.run_ranks(cmd + [twin], repo, envs, max(left, 1.0), rank_logs)
+            results, _, timed_out = proc.run_ranks(cmd + [twin], repo, envs, max(left, 1.0), rank_logs, watch=watch)
+        seen_faults.rank_memory(facts, twin, results)
         records[twin] = [read_record(out_dir / f"record-{twin}-rank{r}.json") for r in range(world)]
         if twin == "reference":
             prepared = read_record(out_dir / "record-prepare-rank0.json")
@@ -179,7 +185,16 @@ def _twins(
                 spec["checkpoint"]["reference_ready"] = bool(ready)
             spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
         failed = timed_out or any(rec.get("status") != "done" for rec in records[twin])
-        if failed and twin == "reference" and spec["precision"].get("reference_dtype") == "float64" and not timed_out:
+        fault = next((r.get("fault") for r in records[twin] if r.get("status") not in ("done", None)), "")
+        killed = any(r.killed or (r.exit_status or 0) < 0 for r in results)
+        if (
+            failed
+            and twin == "reference"
+            and spec["precision"].get("reference_dtype") == "float64"
+            and not timed_out
+            and not killed
+            and fault not in ("environment", "input")
+        ):
             # the recipe's code does not run in float64: the eager twin is the reference, at a fixed tolerance
             why = next((r.get("reason") for r in records[twin] if r.get("status") != "done"), "") or "it stopped"
             facts.notes.append(f"a float64 reference could not run ({why}): the eager fp32 twin is the reference")

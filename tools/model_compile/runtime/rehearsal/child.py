@@ -33,6 +33,7 @@ from model_compile.runtime.rehearsal.record import (
     Record,
     Stop,
     guarded,
+    not_here,
     process_age_s,
     set_repo_root,
     short_error,
@@ -211,6 +212,9 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     from model_compile.runtime.rehearsal.measure.model_facts import key_facts, model_facts
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    from model_compile.runtime.rehearsal.models import intercept
+
+    intercept.install(spec)  # before the recipe's modules import: every model it builds is seen
     seen = _data(spec, record)
     if twin == "reference":
         _full_precision_wrap()
@@ -232,6 +236,9 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         else:
             facts["initial_weights"] = "equal to the first twin's (checked)"
         record.phase("model", **facts)
+        from model_compile.runtime.rehearsal.models.built import record_models
+
+        record_models(model, engine, world, record)
 
     from model_compile.runtime.rehearsal.inputs.feed import Feed
 
@@ -245,6 +252,12 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     except BaseException as exc:  # noqa: BLE001 - recorded with the steps done so far
         record.data["micro_steps"] = driver.micro
         record.data["sync_checks"] = driver.sync_checks
+        record.data["feed"] = feed.facts
+        missing = not_here(exc)
+        if isinstance(exc, Stop):
+            raise
+        if missing is not None:
+            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault) from exc
         frame = tool_frame(exc.__traceback__)
         status = "failed" if twin == "compiled" and driver.model is not None else "not-run"
         if frame:
@@ -362,6 +375,14 @@ def _prepared_first(spec: dict[str, Any], rank: int) -> None:
         spec["checkpoint"]["reference_ready"] = bool((phases.get("checkpoint") or {}).get("reference_dir"))
 
 
+def _packages(record: Record, rank: int) -> None:
+    """Rank 0 records the distributions the run imported (the parent compares them with the repository's pins)."""
+    if rank == 0 and record.twin != "prepare":
+        from model_compile.runtime.rehearsal.measure.packages import imported
+
+        record.data["packages"] = imported()
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     twin = argv[1]
@@ -392,6 +413,7 @@ def main(argv: list[str]) -> int:
                     _prepared_first(spec, rank)
                 train(spec, twin, rank, record)
     except Stop as stop:
+        _packages(record, rank)
         record.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
         return 3 if stop.status == "tool-error" else 1
     except BaseException as exc:  # noqa: BLE001 - the parent reads the record, whatever happened
@@ -399,6 +421,7 @@ def main(argv: list[str]) -> int:
             "child", "tool-error", f"the rehearsal child stopped: {short_error(exc)}", traceback.format_exc(), "tool"
         )
         return 3
+    _packages(record, rank)
     record.data["status"] = "done"
     record.flush()
     return 0

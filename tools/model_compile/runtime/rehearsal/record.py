@@ -18,6 +18,7 @@ class Record:
 
     def __init__(self, path: Path, twin: str, rank: int) -> None:
         self.path = path
+        self.twin = twin
         self._t0 = time.perf_counter()
         self.data: dict[str, Any] = {
             "schema": "model-compile-rehearsal/2",
@@ -85,6 +86,24 @@ def tool_frame(tb: Any) -> str | None:
     return None
 
 
+class NotHere(Exception):
+    """Something the recipe's run needs is not on this machine (a model's config, the memory a model needs): the
+    rehearsal is not run, with this reason (the option or change that supplies it); never the recipe's failure."""
+
+    fault = "environment"
+
+
+def not_here(exc: BaseException | None) -> NotHere | None:
+    """The NotHere an exception is, or was raised from (a recipe may wrap it in its own error)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, NotHere):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 class Stop(Exception):
     """A phase could not be done: status not-run (set-up), failed (compile's fault) or tool-error."""
 
@@ -101,6 +120,9 @@ def guarded(phase: str, status: str, what: str) -> Any:
     except Stop:
         raise
     except Exception as exc:  # noqa: BLE001 - the reason goes into the record
+        missing = not_here(exc)
+        if missing is not None:
+            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault) from exc
         frame = tool_frame(exc.__traceback__)
         if frame:
             raise Stop(

@@ -16,6 +16,7 @@ from typing import Any
 
 from model_compile.runtime.rehearsal.inputs import rows
 from model_compile.runtime.rehearsal.inputs.batches import SyntheticBatches, describe_plan
+from model_compile.runtime.rehearsal.inputs.seen import Observed
 
 PEEK = 2  # batches looked at before the twins decide that the recipe's loader feeds the model what it needs
 
@@ -81,7 +82,15 @@ class Feed:
         return SyntheticBatches(config, plan, seed=1000 + rank)
 
     def loader(self, loader: Any) -> Any:
-        """What the engine's train loader is replaced with (itself, unless the data path cannot feed it)."""
+        """What the engine's train loader is replaced with (itself, unless the data path cannot feed it), seen
+        through `Observed`: the batches it hands over are described in the record."""
+        chosen = self._loader(loader)
+        if chosen is None:
+            return None
+        source = "tool" if isinstance(chosen, SyntheticBatches) else "recipe"
+        return Observed(chosen, self.facts.setdefault("seen", {}), source)
+
+    def _loader(self, loader: Any) -> Any:
         if self.mode == "batches":
             return self._synthetic(self.data.get("reason", "planned"))
         if self.mode != "rows" or loader is None:

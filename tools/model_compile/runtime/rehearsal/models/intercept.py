@@ -1,0 +1,419 @@
+"""Every model a recipe builds, whatever builds it, at tiny width and its real depth: the child's hooks.
+
+Installed in each training child before the recipe's engine is imported (`install`), they see:
+
+- every `from_pretrained` of a model, a config, a tokenizer or a processor (transformers' base classes and
+  every `Auto*` class; a recipe-local or remote-code class inherits them), whatever path it names. The
+  rehearsal's own checkpoints pass as they are. Any other name is answered from a stand-in checkpoint
+  (`stand_in.py`): its real config (`--model-config NAME=PATH`, a local folder's `config.json`, the local
+  Hugging Face cache; never fetched), widths shrunk, random weights from a fixed seed, the rehearsal's
+  tokenizer (and the family's processor for a vision model). Real weights are never read. A model or config
+  whose config is on none of those raises `ModelConfigMissing`: the rehearsal is not run, and the reason
+  names the path and the option that supplies it.
+- every construction of a transformers model (`PreTrainedModel.__init__`: `Model(config)`, `from_config`,
+  a second tower, an encoder, a teacher): its config is shrunk in place before a layer is built (idempotent:
+  a config shrunk already, or a sub-config of one, changes nothing). The vocabulary follows the tokenizer: a
+  config the recipe built itself keeps its vocabulary (its own tokenizer or data make the ids).
+- every construction of a module class the repository defines (`nn.Module` subclasses in its files): a
+  config object passed to the outermost one (a dataclass, a pydantic model, an OmegaConf node, a namespace)
+  has its widths above 256 shrunk in place, heads with them (`shrink.shrink_fields`).
+
+What was loaded, built and shrunk is kept in `STATE` for the record (`built.py` measures the modules).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+from model_compile.runtime.rehearsal.models import names, shrink
+from model_compile.runtime.rehearsal.record import NotHere
+
+
+class ModelConfigMissing(NotHere):
+    """A model the recipe loads by a name whose config is not on this machine."""
+
+
+STATE: dict[str, Any] = {
+    "spec": {},
+    "loads": [],  # {"class", "kind", "name", "to", "source"}
+    "built": [],  # {"ref": weakref, "class", "config", "shrunk", "source"}
+    "objects": [],  # {"object", "shrunk"}: recipe config objects shrunk for a repository module
+    "suspended": 0,  # > 0 while the rehearsal builds a stand-in itself (nothing recorded, nothing shrunk)
+    "depth": 0,  # repository module constructions in progress
+    "depth_load": 0,  # from_pretrained calls in progress (the loads inside one are not listed again)
+    "stand_ins": {},  # name -> {"dir", "source"}
+    "installed": False,
+}
+_SHRUNK: dict[int, Any] = {}  # id(config) -> weakref: configs shrunk already (a weakref: ids are reused)
+
+
+def out_dir() -> str:
+    return str(Path(STATE["spec"].get("out_dir", "/nonexistent")).resolve())
+
+
+def _is_tool_path(name: str) -> bool:
+    try:
+        path = str(Path(os.path.expanduser(name)).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
+    root = out_dir()
+    return path == root or path.startswith(root + os.sep)
+
+
+def _kind(cls: Any) -> str:
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerBase
+    if isinstance(cls, type):
+        if issubclass(cls, transformers.PreTrainedModel) or cls.__name__.startswith("AutoModel"):
+            return "model"
+        if issubclass(cls, transformers.PretrainedConfig) or cls.__name__ == "AutoConfig":
+            return "config"
+        if issubclass(cls, tokenizer) or cls.__name__ == "AutoTokenizer":
+            return "tokenizer"
+    return "processor"
+
+
+# -- configs -----------------------------------------------------------------
+
+
+def _was_shrunk(config: Any) -> bool:
+    ref = _SHRUNK.get(id(config))
+    return ref is not None and ref() is config
+
+
+def _mark(config: Any) -> None:
+    try:
+        _SHRUNK[id(config)] = weakref.ref(config)
+    except TypeError:
+        return
+    for key in ("text_config", "vision_config", "audio_config", "encoder", "decoder"):
+        sub = getattr(config, key, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            _mark(sub)
+
+
+def _apply(config: Any, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Set on the config object (and its sub-config objects) each value `shrink` changed."""
+    for key, value in after.items():
+        if before.get(key) == value:
+            continue
+        current = getattr(config, key, None)
+        if isinstance(value, dict) and hasattr(current, "to_dict"):
+            _apply(current, before.get(key) or {}, value)
+            continue
+        try:
+            setattr(config, key, value)
+        except (AttributeError, TypeError, ValueError):
+            continue
+
+
+def shrink_config(config: Any, vocab_too: bool) -> list[str]:
+    """Shrink a transformers config object in place, once; what changed."""
+    if config is None or not hasattr(config, "to_dict") or _was_shrunk(config):
+        return []
+    try:
+        view = config.to_dict()
+    except Exception:  # noqa: BLE001 - a config that cannot say its fields is left as it is
+        return []
+    for alias, target in (getattr(config, "attribute_map", None) or {}).items():
+        if target in view and alias not in view:
+            view[alias] = view[target]
+    new, changed = shrink.shrink(view, vocab_too=vocab_too)
+    new.pop("_name_or_path", None)
+    _apply(config, view, new)
+    _mark(config)
+    return changed
+
+
+# -- a recipe's own config objects -------------------------------------------
+
+
+def _fields_of(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None or hasattr(value, "to_dict"):
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+    model_fields = getattr(type(value), "model_fields", None)
+    if isinstance(model_fields, dict):
+        return {k: getattr(value, k, None) for k in model_fields}
+    if isinstance(value, dict):
+        return dict(value)
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(value, DictConfig):
+            data = OmegaConf.to_container(value, resolve=True)
+            return {str(k): v for k, v in data.items()} if isinstance(data, dict) else None
+    except ImportError:
+        pass
+    if type(value).__module__ == "types" and hasattr(value, "__dict__"):  # SimpleNamespace
+        return dict(vars(value))
+    return None
+
+
+def _set(value: Any, key: str, new: Any) -> bool:
+    try:
+        if isinstance(value, dict):
+            value[key] = new
+        elif dataclasses.is_dataclass(value):
+            object.__setattr__(value, key, new)
+        else:
+            setattr(value, key, new)
+        return True
+    except Exception:  # noqa: BLE001 - a frozen or read-only config keeps its value (said in the record)
+        return False
+
+
+def shrink_object(value: Any) -> list[str]:
+    """Shrink a recipe's own config object in place (widths above 256); what changed."""
+    fields = _fields_of(value)
+    if not fields:
+        return []
+    new = shrink.shrink_fields(fields)
+    done = []
+    for key, tiny in new.items():
+        if _set(value, key, tiny):
+            done.append(f"{type(value).__name__}.{key} {fields[key]} -> {tiny}")
+        else:
+            done.append(f"{type(value).__name__}.{key} {fields[key]} kept (read-only)")
+    if done:
+        STATE["objects"].append({"object": type(value).__name__, "shrunk": done})
+    return done
+
+
+# -- hooks -------------------------------------------------------------------
+
+
+def _record_built(model: Any, config: Any, changed: list[str]) -> None:
+    name = str(getattr(config, "_name_or_path", "") or "")
+    source = "a config the recipe built from its own values"
+    if name:
+        source = next(
+            (f"{orig} ({info['source']})" for orig, info in STATE["stand_ins"].items() if info["dir"] == name),
+            f"the rehearsal's checkpoint {name}" if _is_tool_path(name) else name,
+        )
+    STATE["built"].append(
+        {
+            "ref": weakref.ref(model),
+            "class": type(model).__name__,
+            "config": type(config).__name__,
+            "shrunk": changed,
+            "source": source,
+        }
+    )
+
+
+def _model_init(original: Any) -> Any:
+    @functools.wraps(original)
+    def __init__(self: Any, config: Any, *args: Any, **kwargs: Any) -> None:
+        if STATE["suspended"]:
+            return original(self, config, *args, **kwargs)
+        changed = shrink_config(config, vocab_too=False)
+        original(self, config, *args, **kwargs)
+        _record_built(self, config, changed)
+
+    __init__._model_compile_hook = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _from_pretrained(func: Any) -> Any:
+    @functools.wraps(func)
+    def from_pretrained(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        if STATE["suspended"]:
+            return func(cls, *args, **kwargs)
+        key = "pretrained_model_name_or_path"
+        name = args[0] if args else kwargs.get(key)
+        if isinstance(name, os.PathLike):
+            name = os.fspath(name)
+        if not isinstance(name, str) or not name:
+            return func(cls, *args, **kwargs)
+        if _is_tool_path(name):
+            if not STATE["depth_load"]:
+                STATE["loads"].append({"class": cls.__name__, "kind": _kind(cls), "name": name, "to": name})
+            STATE["depth_load"] += 1
+            try:
+                return func(cls, *args, **kwargs)
+            finally:
+                STATE["depth_load"] -= 1
+        to = redirect(cls, name, kwargs)
+        if to is None:
+            return func(cls, *args, **kwargs)
+        if args:
+            args = (to, *args[1:])
+        else:
+            kwargs[key] = to
+        STATE["depth_load"] += 1
+        try:
+            return func(cls, *args, **kwargs)
+        finally:
+            STATE["depth_load"] -= 1
+
+    from_pretrained._model_compile_hook = True  # type: ignore[attr-defined]
+    return from_pretrained
+
+
+def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
+    """The folder a `from_pretrained(name)` reads instead (a stand-in), or None to read `name` itself."""
+    from model_compile.runtime.rehearsal.models import stand_in
+
+    kind = _kind(cls)
+    spec = STATE["spec"]
+    repo = spec.get("repo_root")
+    alias = names.lookup(spec.get("aliases") or {}, name, repo)
+    if alias:
+        STATE["loads"].append({"class": cls.__name__, "kind": kind, "name": name, "to": alias, "source": "planned"})
+        return str(alias)
+    made = names.lookup(STATE["stand_ins"], name, repo)
+    if made is None:
+        passed = kwargs.get("config") if kind == "model" else None
+        found = stand_in.real_config(name, spec, passed)
+        if found is None:
+            if kind in ("model", "config") or (kind == "processor" and not stand_in.on_machine(name, repo)):
+                raise ModelConfigMissing(
+                    f"{cls.__name__}.from_pretrained({name!r}): no config.json of it on this machine (not a local "
+                    f"folder, not in the Hugging Face cache); supply one with --model-config {name}=PATH"
+                )
+            if kind == "processor" or stand_in.on_machine(name, repo):
+                return None  # a tokenizer or processor that is on this machine: the recipe's own
+        made = stand_in.make(name, found, kind)
+        STATE["stand_ins"][name] = made
+    if kind == "model":
+        stand_in.weights(made, cls)
+    STATE["loads"].append(
+        {"class": cls.__name__, "kind": kind, "name": name, "to": made["dir"], "source": made["source"]}
+    )
+    return str(made["dir"])
+
+
+def _repo_init(original: Any) -> Any:
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        outer = STATE["depth"] == 0 and not STATE["suspended"]
+        changed: list[str] = []
+        if outer:
+            for value in [*args, *kwargs.values()]:
+                changed += shrink_object(value)
+        STATE["depth"] += 1
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            STATE["depth"] -= 1
+        if outer:
+            STATE["built"].append(
+                {
+                    "ref": weakref.ref(self),
+                    "class": type(self).__name__,
+                    "config": "",
+                    "shrunk": changed,
+                    "source": "the recipe's own module class",
+                }
+            )
+
+    __init__._model_compile_hook = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _in_repo(cls: type) -> bool:
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None) or ""
+    repo = str(Path(STATE["spec"].get("repo_root", "/nonexistent")).resolve())
+    try:
+        resolved = str(Path(path).resolve())
+    except (OSError, RuntimeError):
+        return False
+    return bool(path) and resolved.startswith(repo + os.sep) and "site-packages" not in resolved
+
+
+def wrap_repo_class(cls: type) -> None:
+    import torch
+    import transformers
+
+    if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+        return
+    if issubclass(cls, transformers.PreTrainedModel) or not _in_repo(cls):
+        return
+    init = cls.__dict__.get("__init__")
+    if init is None or getattr(init, "_model_compile_hook", False):
+        return
+    setattr(cls, "__init__", _repo_init(init))  # noqa: B010 - the class's own __init__, wrapped
+
+
+def _subclasses(cls: type) -> list[type]:
+    out: list[type] = []
+    todo: list[type] = [cls]
+    while todo:
+        subs: list[type] = todo.pop().__subclasses__()
+        out += subs
+        todo += subs
+    return out
+
+
+def install(spec: dict[str, Any]) -> None:
+    """Install every hook (once per process)."""
+    if STATE["installed"]:
+        return
+    import torch
+    import transformers
+
+    STATE["spec"] = spec
+    STATE["installed"] = True
+    model = transformers.PreTrainedModel
+    model.__init__ = _model_init(model.__init__)  # type: ignore[method-assign]
+    owners: list[Any] = [model, transformers.PretrainedConfig, transformers.PreTrainedTokenizerBase]
+    for dotted in (
+        "transformers.processing_utils.ProcessorMixin",
+        "transformers.image_processing_base.ImageProcessingMixin",
+        "transformers.feature_extraction_utils.FeatureExtractionMixin",
+        "transformers.video_processing_utils.BaseVideoProcessor",
+        "transformers.models.auto.auto_factory._BaseAutoModelClass",
+    ):
+        module, _, attr = dotted.rpartition(".")
+        try:
+            import importlib
+
+            owners.append(getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):
+            continue
+    for attr in dir(transformers):
+        if attr.startswith("Auto"):
+            try:
+                owners.append(getattr(transformers, attr))
+            except Exception:  # noqa: BLE001, S112 - a lazy name that does not import here is not used either
+                continue
+    for owner in owners:
+        raw = owner.__dict__.get("from_pretrained") if isinstance(owner, type) else None
+        if isinstance(raw, classmethod) and not getattr(raw.__func__, "_model_compile_hook", False):
+            owner.from_pretrained = classmethod(_from_pretrained(raw.__func__))
+    for cls in _subclasses(torch.nn.Module):
+        wrap_repo_class(cls)
+    previous = torch.nn.Module.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type, **kwargs: Any) -> None:
+        if previous is not None:
+            previous.__get__(None, cls)(**kwargs)
+        else:
+            super(torch.nn.Module, cls).__init_subclass__(**kwargs)  # type: ignore[misc]
+        try:
+            wrap_repo_class(cls)
+        except Exception:  # noqa: BLE001, S110 - a class the hook cannot wrap is built as the recipe wrote it
+            pass
+
+    torch.nn.Module.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+
+
+class suspended:  # noqa: N801 - a context manager used like a function
+    """The rehearsal builds something itself: nothing is shrunk or recorded meanwhile."""
+
+    def __enter__(self) -> None:
+        STATE["suspended"] += 1
+
+    def __exit__(self, *_: Any) -> None:
+        STATE["suspended"] -= 1

@@ -1,0 +1,170 @@
+"""Stand-in checkpoints: what a `from_pretrained(name)` reads in the rehearsal when `name` is not one of its own.
+
+The real config of `name` comes from, in order: `--model-config NAME=PATH` (the spec's `model_configs`), a
+config object the recipe passed with the call, a local folder's `config.json`, the local Hugging Face cache
+(read from disk, never fetched). The stand-in is written under the rehearsal's folder (`models/<name>`), once
+for every twin and rank (written aside, then renamed: ranks racing to write it write the same bytes): the
+config with its widths shrunk, the rehearsal's word-level tokenizer, the family's processor for a vision
+model, and, when a model is loaded from it, random weights from a fixed seed (the recipe's random state is
+left as it was). A remote-code model keeps its `auto_map` and the code files of its local folder; a supplied
+config whose code is not here is said so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from model_compile.runtime.rehearsal.models import names, shrink
+from model_compile.runtime.rehearsal.models.intercept import STATE, ModelConfigMissing, suspended
+from model_compile.runtime.rehearsal.models.names import hub_cache_dir
+
+SEED = 0
+
+
+def _local(name: str, repo: str | None) -> Path:
+    path = Path(os.path.expanduser(name))
+    return path if path.is_absolute() or not repo else Path(repo) / path
+
+
+def on_machine(name: str, repo: str | None) -> bool:
+    """A local file or folder, or a hub id with a folder in the local cache."""
+    if _local(name, repo).exists():
+        return True
+    return (hub_cache_dir() / ("models--" + name.replace("/", "--"))).is_dir()
+
+
+def real_config(name: str, spec: dict[str, Any], passed: Any = None) -> dict[str, Any] | None:
+    """{"config", "source", "code_dir"} of `name`'s real config, or None when none is on this machine."""
+    repo = spec.get("repo_root")
+    supplied = names.lookup(spec.get("model_configs") or {}, name, repo)
+    if isinstance(supplied, dict):
+        return {"config": supplied["config"], "source": f"--model-config {supplied['file']}", "code_dir": None}
+    if passed is not None and hasattr(passed, "to_dict"):
+        return {"config": passed.to_dict(), "source": "the config the recipe passed with it", "code_dir": None}
+    local = _local(name, repo)
+    if (local / "config.json").is_file():
+        data = _read(local / "config.json")
+        if data is not None:
+            return {"config": data, "source": f"{name}/config.json", "code_dir": str(local)}
+    cached = names.hub_config(name)
+    if cached is not None:
+        data = _read(cached)
+        if data is not None:
+            return {"config": data, "source": f"{name}'s config.json in the Hugging Face cache", "code_dir": None}
+    return None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _code_files(config: dict[str, Any], code_dir: str | None, name: str) -> list[Path]:
+    """The remote-code files a config's `auto_map` needs, from the real folder; a config without them here is
+    a model whose code is not on this machine."""
+    auto_map = config.get("auto_map")
+    if not isinstance(auto_map, dict) or not auto_map:
+        return []
+    refs = [str(v[0] if isinstance(v, (list, tuple)) else v) for v in auto_map.values() if v]
+    if any("--" in ref for ref in refs):  # code in another hub repository: not read offline
+        raise ModelConfigMissing(
+            f"{name}: its config's code lives in another repository ({refs[0]}), which is not on this machine"
+        )
+    files = sorted({ref.split(".")[0] + ".py" for ref in refs})
+    folder = Path(code_dir) if code_dir else None
+    missing = [f for f in files if folder is None or not (folder / f).is_file()]
+    if missing:
+        raise ModelConfigMissing(
+            f"{name}: its config names remote code ({', '.join(missing)}, model_type "
+            f"{config.get('model_type')!r}) that is not on this machine; put the checkpoint folder's *.py files "
+            "beside the config.json you supply"
+        )
+    assert folder is not None
+    return [folder / f for f in folder.glob("*.py")]
+
+
+def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    """The stand-in folder of `name` (made once): {"dir", "source", "shrunk"}."""
+    base = Path(STATE["spec"]["out_dir"]) / "models" / names.slug(name)
+    done = base / "stand-in.json"
+    if done.is_file():
+        made = json.loads(done.read_text(encoding="utf-8"))
+        return {"dir": str(base), "name": name, **{k: made.get(k) for k in ("source", "shrunk", "model_type")}}
+    tmp = base.with_name(f"{base.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    from model_compile.runtime.rehearsal.inputs import assets
+
+    info: dict[str, Any] = {"name": name}
+    if found is None:
+        info.update(source="the rehearsal's word-level tokenizer (nothing else of it is on this machine)", shrunk=[])
+    else:
+        config, changed = shrink.shrink(found["config"], vocab_too=True)
+        for path in _code_files(config, found.get("code_dir"), name):
+            shutil.copy2(path, tmp / path.name)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        info.update(source=found["source"], shrunk=changed, model_type=config.get("model_type"))
+    with suspended():
+        tokenizer = assets.write_tokenizer(tmp)
+        vision = (found or {}).get("config", {}).get("vision_config")
+        if isinstance(vision, dict) and found is not None:
+            geometry = {
+                "patch_size": vision.get("patch_size"),
+                "merge_size": vision.get("spatial_merge_size"),
+                "temporal_patch_size": vision.get("temporal_patch_size"),
+            }
+            try:
+                assets.write_processor(
+                    tmp, tokenizer, {"model_type": found["config"].get("model_type"), "geometry": geometry}
+                )
+            except Exception as exc:  # noqa: BLE001 - said in the record; a recipe that needs it fails there
+                info["processor"] = f"not built ({type(exc).__name__}: {str(exc)[:120]})"
+    (tmp / "stand-in.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+    try:
+        tmp.rename(base)
+    except OSError:  # another rank made it first: the same bytes
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"dir": str(base), "name": name, **{k: info.get(k) for k in ("source", "shrunk", "model_type")}}
+
+
+def weights(made: dict[str, Any], cls: Any) -> None:
+    """Random weights (a fixed seed) in the stand-in folder, for a model class to load; built once."""
+    import torch
+
+    folder = Path(made["dir"])
+    if any(folder.glob("*.safetensors")) or not (folder / "config.json").is_file():
+        return
+    import transformers
+
+    tmp = folder.with_name(f"{folder.name}.weights-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    before = torch.get_default_dtype()
+    with suspended(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        torch.set_default_dtype(torch.float32)
+        try:
+            try:
+                config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+            except (ValueError, KeyError, OSError) as exc:
+                raise ModelConfigMissing(
+                    f"{made.get('name') or folder.name}: transformers here cannot build a model of its config "
+                    f"(model_type {made.get('model_type')!r}): {str(exc).splitlines()[0][:160] if str(exc) else exc}"
+                ) from exc
+            if cls.__name__.startswith("Auto") and hasattr(cls, "from_config"):
+                model = cls.from_config(config, trust_remote_code=True)
+            else:
+                model = cls._from_config(config)
+            model.save_pretrained(str(tmp))
+        finally:
+            torch.set_default_dtype(before)
+    del model
+    for path in tmp.glob("*.safetensors*"):
+        os.replace(path, folder / path.name)
+    shutil.rmtree(tmp, ignore_errors=True)
