@@ -39,6 +39,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
     p.add_argument("--trace", action="store_true", help="with --hard: record TORCH_TRACE in the smoke run")
     p.add_argument(
+        "--config-override",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="with --hard: set a key of each rehearsed stage config, as the recipe's launcher does (OmegaConf "
+        "dotlist; repeatable; a key the config lacks is refused)",
+    )
+    p.add_argument(
+        "--model-config",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="with --hard: a config.json the rehearsal builds a model from: a bare PATH for the stage's main "
+        "model, NAME=PATH for a model a recipe loads by NAME that is not on this machine (repeatable)",
+    )
+    p.add_argument(
         "--format",
         choices=FORMATS,
         default="markdown",
@@ -50,11 +66,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 def run(args: argparse.Namespace) -> int:
     """Review PATH and print the report."""
+    from model_compile.hard.rehearsal.command import Options, check, model_config_options
     from model_compile.report.render import emit, write_all
     from model_compile.report.run import review_path
 
     if args.trace and not args.hard:
         raise InputError("--trace needs --hard")
+    if (args.config_override or args.model_config) and not args.hard:
+        raise InputError("--config-override and --model-config need --hard (they shape the runtime layers)")
+    bare, named = model_config_options(list(args.model_config or []))
+    runtime = Options(model_config=bare, model_configs=named, config_overrides=list(args.config_override or []))
+    check(runtime)
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: not a directory")
@@ -66,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         python=args.python,
         trace=args.trace,
         out=out.resolve() if out else None,
+        runtime=runtime,
     )
     if out is not None:
         written = write_all(report, out)

@@ -23,7 +23,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     hard.add_argument("--config-name", help="stage config to run, without .yaml")
     hard.add_argument("--world-size", type=int, help="distributed world size for the smoke layer")
     hard.add_argument(
-        "--config-override", action="append", default=[], metavar="K=V", help="extra smoke override (repeatable)"
+        "--config-override",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set a key of the stage config for the smoke layer and the rehearsal (repeatable; a key the config "
+        "lacks is refused)",
+    )
+    hard.add_argument(
+        "--model-config",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="a config.json the rehearsal builds a model from: a bare PATH for the stage's main model, NAME=PATH "
+        "for a model the recipe loads by NAME that is not on this machine (repeatable)",
     )
     hard.add_argument("--timeout", type=float, default=1800.0, help="seconds per layer (default 1800)")
     hard.add_argument(
@@ -61,7 +74,9 @@ def run_hard(args: argparse.Namespace) -> int:
     from model_compile.errors import InputError
     from model_compile.hard.layers import interrupt, render
     from model_compile.hard.layers.runner import validate_hard
+    from model_compile.hard.rehearsal.command import model_config_options
 
+    bare, named = model_config_options(list(getattr(args, "model_config", None) or []))
     fmt = getattr(args, "format", "text")
     if fmt not in ("text", "json", "markdown"):
         raise InputError(f"--hard supports --format text, json or markdown (not {fmt})")
@@ -79,6 +94,8 @@ def run_hard(args: argparse.Namespace) -> int:
             require_complete=bool(getattr(args, "require_complete", False)),
             rehearsal=not bool(getattr(args, "no_rehearsal", False)),
             backend=getattr(args, "backend", None),
+            model_config=bare,
+            model_configs=named,
         )
     if run.interrupted:
         return run.exit_code

@@ -117,26 +117,49 @@ def run_hard(
     out: Path | None,
     stages: dict[str, list[str]] | None = None,
     base_rev: str | None = None,
+    runtime: Any = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
-    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command)."""
+    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command). The runtime
+    options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs."""
     from model_compile.hard.layers.runner import validate_hard
 
+    overrides = list(getattr(runtime, "config_overrides", None) or [])
+    if overrides:
+        _check_overrides(recipe_dirs, stages, runtime)
     reports: dict[str, Any] = {}
     notes: dict[str, str] = {}
     for name, recipe_dir in recipe_dirs.items():
         try:
             reports[name] = validate_hard(
                 recipe_dir,
+                overrides=overrides,
                 trace=trace,
                 out=(out / "hard" / name) if out else None,
                 python=python,
                 stages=(stages or {}).get(name),
                 base_rev=base_rev,
+                model_config=getattr(runtime, "model_config", None),
+                model_configs=dict(getattr(runtime, "model_configs", None) or {}),
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
     return reports, notes
+
+
+def _check_overrides(recipe_dirs: dict[str, Path], stages: dict[str, list[str]] | None, runtime: Any) -> None:
+    """Bad input before anything runs: an override for a key the stage a recipe would rehearse lacks."""
+    from dataclasses import replace
+
+    from model_compile.hard.env.recipe import resolve_recipe
+    from model_compile.hard.rehearsal.command import check_overrides
+
+    for name, recipe_dir in recipe_dirs.items():
+        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
+        found = analyze_path(recipe_root, recipe=None).recipes
+        touched = (stages or {}).get(name)
+        options = replace(runtime, config_name=touched[0] if touched else None)
+        check_overrides(found[0] if found else None, recipe_root, repo_root, options)
 
 
 def review_path(
@@ -147,9 +170,11 @@ def review_path(
     python: str | None = None,
     trace: bool = False,
     out: Path | None = None,
+    runtime: Any = None,
 ) -> ReviewReport:
-    """The review report for PATH (a repository root or one recipe folder)."""
-    report = _review_path(path, base, head, hard, python, trace, out)
+    """The review report for PATH (a repository root or one recipe folder). `runtime`: the rehearsal's
+    options for every recipe the runtime layers run (--config-override, --model-config)."""
+    report = _review_path(path, base, head, hard, python, trace, out, runtime)
     report.scope.root = str(project_root(Path(path))[0])
     return report
 
@@ -162,6 +187,7 @@ def _review_path(
     python: str | None = None,
     trace: bool = False,
     out: Path | None = None,
+    runtime: Any = None,
 ) -> ReviewReport:
     """The review report for PATH (a repository root or one recipe folder)."""
     path = Path(path)
@@ -194,8 +220,10 @@ def _review_path(
         seconds = time.monotonic() - started
         if diff is not None and (diff.recipes or diff.shared_files):
             if only is None or only in {d.name for d in diff.recipes}:
-                return _change_report(diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds)
-            return _untouched_report(diff, root, path, only, hard, head, python, trace, out)
+                return _change_report(
+                    diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds, runtime
+                )
+            return _untouched_report(diff, root, path, only, hard, head, python, trace, out, runtime)
         if diff is not None:
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
             if head is not None:  # review the revision asked for, not the working tree
@@ -209,7 +237,7 @@ def _review_path(
     hard_notes: dict[str, str] = {}
     if hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out, runtime=runtime)
     return build_tree(soft, path, hard_reports, seconds, hard_notes, notes, hard_requested=hard)
 
 
@@ -223,6 +251,7 @@ def _untouched_report(
     python: str | None,
     trace: bool,
     out: Path | None,
+    runtime: Any = None,
 ) -> ReviewReport:
     """A recipe given explicitly that the change does not touch: reviewed whole, every finding existing."""
     started = time.monotonic()
@@ -239,7 +268,7 @@ def _untouched_report(
         }
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out, runtime=runtime)
     report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, [], hard_requested=hard)
     note = (
         f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only}: it is reviewed whole "
@@ -260,6 +289,7 @@ def _change_report(
     trace: bool,
     out: Path | None,
     seconds: float,
+    runtime: Any = None,
 ) -> ReviewReport:
     names = {only} if only else None
     hard_reports: dict[str, Any] = {}
@@ -275,7 +305,7 @@ def _change_report(
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
             stages = {d.name: touched_stages(d) for d in diff.recipes}
             base_rev = diff.base.commit or None
-            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages, base_rev=base_rev)
+            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages, base_rev=base_rev, runtime=runtime)
     report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
     if hard_reports and diff.merge is not None:
         report.notes.append(

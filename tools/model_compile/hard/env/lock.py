@@ -109,5 +109,14 @@ def drift(repo_root: Path, installed: dict[str, str]) -> list[dict[str, str]]:
     return out
 
 
+# what a compile rehearsal's figures depend on most, listed first
+FIRST = ("torch", "transformers", "tokenizers", "accelerate", "safetensors", "huggingface-hub", "torchvision", "triton")
+
+
+def ordered(items: list[dict[str, str]]) -> list[dict[str, str]]:
+    rank = {name: i for i, name in enumerate(FIRST)}
+    return sorted(items, key=lambda it: (rank.get(normalise(it["package"]), len(FIRST)), normalise(it["package"])))
+
+
 def line(item: dict[str, str]) -> str:
     return f"{item['package']} {item['installed']} here, {item['where']} pins {item['pinned']}"

@@ -129,8 +129,12 @@ def validate_hard(
     stages: list[str] | None = None,
     rehearsal_world_size: int | None = None,
     base_rev: str | None = None,
+    model_config: Path | None = None,
+    model_configs: dict[str, Path] | None = None,
 ) -> HardReport:
-    """Run the layers of one recipe. `stages`: stage configs the change touches (each gets a smoke command)."""
+    """Run the layers of one recipe. `stages`: stage configs the change touches (each gets a smoke command).
+    `overrides` (--config-override) go to the smoke layer and to the rehearsal; `model_config(s)` to the
+    rehearsal (`--model-config [NAME=]PATH`)."""
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
     if world_size is not None and world_size < 1:
         raise InputError("--world-size must be >= 1")
@@ -139,7 +143,23 @@ def validate_hard(
     for item in overrides or []:
         if "=" not in item:
             raise InputError(f"--config-override {item!r} is not KEY=VALUE")
-    rehearse.check(rehearse.Options(backend=backend, steps=steps))  # --backend, --steps: before any work
+    rehearse_options = rehearse.Options(
+        config_name=config_name or (stages[0] if stages else None),  # on a change: the stage it touches
+        backend=backend,
+        steps=steps,
+        timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S),
+        world_size=rehearsal_world_size,
+        base=base_rev,
+        model_config=model_config,
+        model_configs=dict(model_configs or {}),
+        config_overrides=list(overrides or []),
+    )
+    rehearse.check(rehearse_options)  # --backend, --steps, --model-config, --config-override: before any work
+    if overrides:
+        from model_compile.analyze import analyze_path
+
+        found = analyze_path(recipe_root, recipe=None).recipes
+        rehearse.check_overrides(found[0] if found else None, recipe_root, repo_root, rehearse_options)
     interp = interpreter.resolve(repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-hard-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -179,14 +199,6 @@ def validate_hard(
         stages,
         # the recipe's own switch: `model.compile.enabled=true`, or `model.compile=true` in the older flat form
         compile_on=f"{config_key(recipe_facts.config.form, 'enabled')}=true" if recipe_facts else layers.COMPILE_ON,
-    )
-    rehearse_options = rehearse.Options(
-        config_name=config_name or (stages[0] if stages else None),  # on a change: the stage it touches
-        backend=backend,
-        steps=steps,
-        timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S),
-        world_size=rehearsal_world_size,
-        base=base_rev,
     )
     if soft.compile_path not in (None, "none"):
         spec = _rehearsal_spec(

@@ -329,7 +329,7 @@ def check_overrides(recipe: RecipeReport | None, recipe_root: Path, repo_root: P
     otherwise). A recipe the rehearsal cannot plan is left to say so when it runs."""
     if not options.config_overrides or recipe is None:
         return
-    from model_compile.hard.rehearsal.plan import choose_stage, load_stage
+    from model_compile.hard.rehearsal.plan import choose_stage, load_stage, schema_file_of
     from model_compile.hard.stages import stage_files
 
     try:
@@ -337,9 +337,9 @@ def check_overrides(recipe: RecipeReport | None, recipe_root: Path, repo_root: P
         data = load_stage(stage_files(recipe_root)[name])
     except NotPlanned:
         return
-    schema = recipe.config.schema_
-    schema_file = (recipe_root / schema.file) if schema.file else None
-    overrides.check(options.config_overrides, data, name, schema_file, schema.root_class)
+    overrides.check(
+        options.config_overrides, data, name, schema_file_of(recipe, recipe_root), recipe.config.schema_.root_class
+    )
 
 
 def standalone(

@@ -80,7 +80,8 @@ def _regime(paths: dict[str, Any]) -> tuple[str, str]:
         return "variable", f"the stage packs with {leaves['packing_selection_strategy']} selection: packs close short"
     if any(k.endswith("tail_policy") for k in leaves):
         return "full", "the stage's stream packer (a tail policy) emits only full packs"
-    return "variable", "no packing settings: rows padded to their longest sample"
+    # the engine may still pack (hard-coded): the batches the model is handed say so (`packing seen`)
+    return "variable", "no packing setting in the stage: the batches seen say whether the engine packs"
 
 
 def plan_data(

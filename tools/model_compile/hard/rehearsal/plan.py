@@ -9,6 +9,7 @@ becomes the children's spec (`runtime/rehearsal/child.py`).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,27 @@ def choose_stage(
     if conftest_default in stages:
         return str(conftest_default), "the recipe tests' default --config-name"
     return stages[0], "the first stage file (none enables compile; pass --config-name for another)"
+
+
+def schema_file_of(recipe: RecipeReport, recipe_root: Path) -> Path | None:
+    return (recipe_root / recipe.config.schema_.file) if recipe.config.schema_.file else None
+
+
+_CONFIG_REF = re.compile(r"self\.config\.((?:\w+\.)*\w+)|select\(\s*self\.config\s*,\s*['\"]([\w.]+)['\"]")
+
+
+def read_keys(event: Any, paths: dict[str, Any]) -> dict[str, str]:
+    """The config keys the recipe's compile call reads (its gate, its backend and mode arguments), where the stage
+    has them: a recipe whose switch lives elsewhere than `model.compile` (`optim.compile`, say) is turned on by
+    its own switch."""
+    found: dict[str, str] = {}
+    sources = {"enabled": " ".join(event.condition or []), **{k: str(v) for k, v in (event.arguments or {}).items()}}
+    for name in ("enabled", "backend", "mode"):
+        refs = [a or b for a, b in _CONFIG_REF.findall(sources.get(name) or "")]
+        refs = [r for r in refs if r in paths and not isinstance(paths[r], dict)]
+        if refs:
+            found[name] = next((r for r in refs if "compile" in r), refs[0])
+    return found
 
 
 def _recipe_mentions(recipe_root: Path, words: tuple[str, ...]) -> set[str]:
@@ -189,12 +211,18 @@ def plan(
     stage_data = load_stage(config_file)
     user = list(config_overrides or [])
     if user:
-        schema = recipe.config.schema_
-        schema_file = (recipe_root / schema.file) if schema.file else None
-        cli_overrides.check(user, stage_data, name, schema_file, schema.root_class)
+        cli_overrides.check(
+            user, stage_data, name, schema_file_of(recipe, recipe_root), recipe.config.schema_.root_class
+        )
         stage_data = cli_overrides.apply(stage_data, user)
     paths = dict(_walk(stage_data))
     overrides, notes = _run_overrides(paths, out_dir)
+    schema = recipe.config.schema_
+    schema_file = schema_file_of(recipe, recipe_root)
+    if "project" in paths and "project.dir" not in paths:
+        # an engine that requires an output folder the stage leaves to its launcher (as the recipe's tests set it)
+        if cli_overrides.schema_knows(schema_file, schema.root_class, "project.dir") is not False:
+            overrides.append(f"project.dir={out_dir / 'outputs'}")
     # the world and the wrap
     mesh = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if k.startswith("parallel.mesh.")}
     world = plan_world(mesh, "parallel.mesh", world_size)
@@ -251,14 +279,18 @@ def plan(
     )
     overrides += data.overrides
     notes += data.notes
-    if data.mode == "batches" and model.config is None:
-        raise NotPlanned(f"{data.reason}, but the model is the recipe's own (no config to shape batches from)")
     # the compile section and backend
     form = recipe.config.form
     compile_keys = {name: config_key(form, name) for name in ("enabled", "backend", "mode")}
+    compile_event = next((e for lg in recipe.ledger for e in lg.events if e.kind == "compile"), None)
+    compile_keys.update(read_keys(compile_event, paths) if compile_event else {})
     stage_facts = next((s for s in recipe.config.stages if s.name == name), None)
-    stage_backend = str((stage_facts.values.get("backend") if stage_facts else None) or "inductor")
-    stage_mode = str((stage_facts.values.get("mode") if stage_facts else None) or "default")
+    stage_values = dict(stage_facts.values) if stage_facts else {}
+    for key in ("backend", "mode"):  # the stage's value under the key the compile call reads, where it is elsewhere
+        if isinstance(paths.get(compile_keys[key]), str):
+            stage_values[key] = paths[compile_keys[key]]
+    stage_backend = str(stage_values.get("backend") or "inductor")
+    stage_mode = str(stage_values.get("mode") or "default")
     chosen, why = _backend(stage_backend, backend, cpu_only)
     mode = stage_mode if chosen == "inductor" else "default"
     if mode != stage_mode:
@@ -271,7 +303,6 @@ def plan(
         schema_module, _ = module_name((recipe_root / schema.file).resolve(), repo_root)
     scope = recipe.scope
     disabled = sorted({m.split(".", 1)[1] for part in scope.parts for m in part.minus if "." in m})
-    compile_event = next((e for lg in recipe.ledger for e in lg.events if e.kind == "compile"), None)
     fwd = _method_line(engine_file, ledger.engine_class, "forward_step")
     spec: dict[str, Any] = {
         "repo_root": str(repo_root),

@@ -106,10 +106,9 @@ class Driver:
 
     def _prepare_dataloader(self, original: Any) -> Any:
         def wrapped(workflow: str = "train", *args: Any, **kwargs: Any) -> Any:
-            if workflow == "train" and self.feed.mode == "batches":
-                return self.feed.loader(None)  # planned: the recipe's loader cannot read its data here
-            loader = original(workflow, *args, **kwargs)
-            return self.feed.loader(loader) if workflow == "train" else loader
+            if workflow == "train":  # the recipe's loader, or synthetic batches where it cannot feed the run here
+                return self.feed.train_loader(original, workflow, *args, **kwargs)
+            return original(workflow, *args, **kwargs)
 
         return wrapped
 

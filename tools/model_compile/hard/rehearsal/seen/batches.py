@@ -15,7 +15,7 @@ from model_compile.hard.models import RehearsalFacts
 
 _DROP = re.compile(r"\b(drop|dropp|skip|skipp|filter)\w*", re.I)
 _NUMBER = re.compile(r"\d+(\.\d+)?")
-_NOISE = re.compile(r"^\S*\s*(\[[^\]]*\]\s*)*")  # a timestamp or level prefix
+_NOISE = re.compile(r"^(\[[^\]]*\]\s*|\d[\d:.,T-]*\s+)*")  # timestamp and bracketed prefixes
 
 
 def _seen(recs: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], Counter[str]]:
@@ -46,6 +46,11 @@ def reasons(log: Path, limit: int = 3) -> list[str]:
 
 
 def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], logs: Path) -> None:
+    feed = ((recs.get("compiled") or recs.get("eager") or [{}])[0] or {}).get("feed") or {}
+    if facts.batches_mode == "batches" and feed.get("mode") == "own":
+        facts.batches_mode = "own"
+        _, sep, tail = str(facts.batches or "").partition("; seen: ")
+        facts.batches = f"the recipe's data path, as it is ({feed.get('reason')})" + (sep + tail if sep else "")
     seen, sources = _seen(recs)
     if not seen and not sources:
         return

@@ -21,7 +21,7 @@ def _imported(recs: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
 
 
 def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], repo: Path) -> None:
-    found = lock.drift(repo, _imported(recs))
+    found = lock.ordered(lock.drift(repo, _imported(recs)))
     facts.environment_drift = [lock.line(item) for item in found]
     if not found or facts.status == "passed" or not (facts.detail or facts.reason):
         return

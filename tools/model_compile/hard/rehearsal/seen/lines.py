@@ -41,8 +41,17 @@ def text_lines(facts: RehearsalFacts) -> list[str]:
     if facts.user_overrides:
         out.append("your overrides (applied first, as the recipe's launcher would): " + " ".join(facts.user_overrides))
     if facts.environment_drift:
-        out.append("environment against the repository's pins: " + "; ".join(facts.environment_drift))
+        out.append(_drift(facts))
     return out
+
+
+def _drift(facts: RehearsalFacts, shown: int = 6) -> str:
+    more = len(facts.environment_drift) - shown
+    return (
+        f"environment against the repository's pins ({len(facts.environment_drift)} differ): "
+        + "; ".join(facts.environment_drift[:shown])
+        + (f"; {more} more (--format json)" if more > 0 else "")
+    )
 
 
 def summary_lines(facts: RehearsalFacts) -> list[str]:
@@ -55,5 +64,5 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     if facts.user_overrides:
         out.append("config overrides: " + " ".join(facts.user_overrides))
     if facts.environment_drift:
-        out.append("environment against the repository's pins: " + "; ".join(facts.environment_drift))
+        out.append(_drift(facts, 3))
     return out

@@ -17,6 +17,7 @@ from typing import Any
 from model_compile.runtime.rehearsal.inputs import rows
 from model_compile.runtime.rehearsal.inputs.batches import SyntheticBatches, describe_plan
 from model_compile.runtime.rehearsal.inputs.seen import Observed
+from model_compile.runtime.rehearsal.record import NotHere
 
 PEEK = 2  # batches looked at before the twins decide that the recipe's loader feeds the model what it needs
 
@@ -80,6 +81,33 @@ class Feed:
         self.mode = "batches"
         self.facts.update(mode="batches", reason=reason, batches=describe_plan(plan), failure=failure)
         return SyntheticBatches(config, plan, seed=1000 + rank)
+
+    def train_loader(self, original: Any, *args: Any, **kwargs: Any) -> Any:
+        """The engine's train loader: the recipe's own whenever it runs here. Where the plan found the stage's
+        data missing and its row source not replaceable (`batches`), the recipe's loader is still tried first
+        (it may make its own data); synthetic batches stand in only when it fails, and the reason says how."""
+        if self.mode != "batches":
+            return self.loader(original(*args, **kwargs))
+        try:
+            loader = original(*args, **kwargs)
+            iterator = iter(loader)
+            peeked = [next(iterator) for _ in range(PEEK)]
+        except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
+            failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            if not os.path.isfile(os.path.join(self.data.get("model_dir") or "", "config.json")):
+                raise NotHere(
+                    f"{self.data.get('reason')}; the recipe's data path failed without it ({failure}), and the "
+                    "model is the recipe's own, so no config shapes synthetic batches: supply the stage's data"
+                ) from exc
+            synthetic = self._synthetic(
+                f"{self.data.get('reason')}; the recipe's data path failed without it ({failure})", failure
+            )
+            return Observed(synthetic, self.facts.setdefault("seen", {}), "tool")
+        self.mode = "own"
+        self.facts.update(
+            mode="own", reason="the stage's data files are not here, and the recipe's data path ran without them"
+        )
+        return Observed(_Replay(loader, peeked, iterator), self.facts.setdefault("seen", {}), "recipe")
 
     def loader(self, loader: Any) -> Any:
         """What the engine's train loader is replaced with (itself, unless the data path cannot feed it), seen

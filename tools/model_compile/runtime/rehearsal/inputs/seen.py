@@ -24,6 +24,8 @@ def describe(batch: Any) -> dict[str, str]:
 
     if isinstance(batch, torch.Tensor):
         return {"(tensor)": f"{str(batch.dtype).replace('torch.', '')} {list(batch.shape)}"}
+    if isinstance(batch, (list, tuple)):
+        return {f"[{i}]": next(iter(describe(item).values()), "?") for i, item in enumerate(batch[:8])}
     if not isinstance(batch, dict):
         return {"(batch)": type(batch).__name__}
     out = {}
@@ -41,6 +43,9 @@ def samples(batch: Any) -> tuple[int, int, int, str] | None:
     """(rows, samples, most samples in one row, how counted) of one batch, or None when it says nothing countable."""
     import torch
 
+    if isinstance(batch, (list, tuple)):
+        first = next((b for b in batch if isinstance(b, torch.Tensor) and b.dim() >= 1), None)
+        return (int(first.shape[0]),) * 2 + (1, "one sample a row (a tuple batch)") if first is not None else None
     if not isinstance(batch, dict):
         return None
     ids = next(

@@ -7,7 +7,7 @@ Free memory is the smaller of `MemAvailable` (/proc/meminfo) and what the proces
 
 The expectation of one rank before it steps: what it holds now (its resident memory, the model built) plus,
 for each trainable parameter, its gradient and AdamW's two moments (12 bytes in fp32), plus the activations
-of a step, which the model's size does not say: `ACTIVATION_SHARE` of the parameters' bytes, at least
+of a step, which the model's size does not say (batch and sequence decide it): `ACTIVATION_SHARE` times the parameters' bytes, at least
 `ACTIVATION_FLOOR_MB`. The ranks of a twin run at the same time: the expectation is per rank times the ranks.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 MB = 1024 * 1024
 RESERVE_MB = 1024  # kept free for everything else on the machine
 ACTIVATION_FLOOR_MB = 512
-ACTIVATION_SHARE = 1.0
+ACTIVATION_SHARE = 4.0
 STATE_BYTES = 12  # gradient + AdamW exp_avg + exp_avg_sq, fp32, per trainable parameter
 
 

@@ -15,8 +15,8 @@ Installed in each training child before the recipe's engine is imported (`instal
   a config shrunk already, or a sub-config of one, changes nothing). The vocabulary follows the tokenizer: a
   config the recipe built itself keeps its vocabulary (its own tokenizer or data make the ids).
 - every construction of a module class the repository defines (`nn.Module` subclasses in its files): a
-  config object passed to the outermost one (a dataclass, a pydantic model, an OmegaConf node, a namespace)
-  has its widths above 256 shrunk in place, heads with them (`shrink.shrink_fields`).
+  config object passed to it (a dataclass, a pydantic model, an OmegaConf node, a namespace) has its widths
+  above 256 shrunk in place, heads with them (`shrink.shrink_fields`); the outermost one is recorded.
 
 What was loaded, built and shrunk is kept in `STATE` for the record (`built.py` measures the modules).
 """
@@ -194,10 +194,12 @@ def _record_built(model: Any, config: Any, changed: list[str]) -> None:
     name = str(getattr(config, "_name_or_path", "") or "")
     source = "a config the recipe built from its own values"
     if name:
-        source = next(
-            (f"{orig} ({info['source']})" for orig, info in STATE["stand_ins"].items() if info["dir"] == name),
-            f"the rehearsal's checkpoint {name}" if _is_tool_path(name) else name,
-        )
+        stand_in = next((info for info in STATE["stand_ins"].values() if info["dir"] == name), None)
+        if stand_in is not None:
+            source = f"{stand_in['name']} ({stand_in['source']})"
+            changed = list(stand_in.get("shrunk") or []) + changed
+        else:
+            source = f"the rehearsal's checkpoint {name}" if _is_tool_path(name) else name
     STATE["built"].append(
         {
             "ref": weakref.ref(model),
@@ -296,7 +298,7 @@ def _repo_init(original: Any) -> Any:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         outer = STATE["depth"] == 0 and not STATE["suspended"]
         changed: list[str] = []
-        if outer:
+        if not STATE["suspended"]:  # every level: a config object of a nested module too (idempotent)
             for value in [*args, *kwargs.values()]:
                 changed += shrink_object(value)
         STATE["depth"] += 1

@@ -1,0 +1,95 @@
+"""Every model a recipe builds, for real: fixture recipes whose models the stage's pretrained path does not build.
+
+Each rehearsal runs once per module (about 10-20 s each on two cores); the cases read the same run. A bad
+override is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("omegaconf")
+
+from model_compile.cli import main  # noqa: E402
+from model_compile.hard.models import RehearsalFacts  # noqa: E402
+from model_compile.hard.rehearsal.command import Options, standalone  # noqa: E402
+
+pytestmark = pytest.mark.hard
+
+FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"
+RECIPES = FIXTURES / "recipes"
+ENCODER = "/cluster/team/encoders/vit-enc"
+
+
+def _rehearse(tmp_path_factory: pytest.TempPathFactory, recipe: str, **options: object) -> RehearsalFacts:
+    out = tmp_path_factory.mktemp(recipe)
+    facts, _, _ = standalone(RECIPES / recipe, sys.executable, Options(**options), out)  # type: ignore[arg-type]
+    return facts
+
+
+@pytest.fixture(scope="module")
+def own_fields(tmp_path_factory: pytest.TempPathFactory) -> RehearsalFacts:
+    """A checkpoint named and never loaded; the model built from the recipe's own size preset and dataclass."""
+    return _rehearse(tmp_path_factory, "lm_own_fields", steps=2)
+
+
+def test_a_model_the_recipe_builds_from_its_own_fields_is_shrunk_at_its_real_depth(own_fields: RehearsalFacts) -> None:
+    assert own_fields.status == "passed", own_fields.reason
+    assert own_fields.depth == {"lm.model.layers": "3 Qwen3DecoderLayer", "head.blocks": "2 HeadBlock"}  # measured
+    assert own_fields.depth_known is True
+    assert "hidden_size 768 -> 64" in own_fields.shrunk and "HeadSpec.d_model 768 -> 64" in own_fields.shrunk
+    assert not any("vocab" in s for s in own_fields.shrunk)  # the recipe's own data makes the ids: kept
+    assert own_fields.model_source and own_fields.model_source.startswith("built by the recipe itself")
+    assert "never loaded the rehearsal's checkpoint" in own_fields.model_source
+    (model,) = own_fields.models
+    assert model["class"] == "LmWithHead" and model["parameters"] == own_fields.parameters < 1_000_000
+    assert own_fields.memory["available_mb"] and own_fields.memory["more_mb"] > 0 and own_fields.rank_rss
+
+
+def test_the_batches_the_model_saw_are_recorded(own_fields: RehearsalFacts) -> None:
+    first = own_fields.batches_seen["described"][0]["keys"]
+    assert first == {"input_ids": "int64 [2, 16]", "attention_mask": "int64 [2, 16]", "labels": "int64 [2, 16]"}
+    assert set(own_fields.batches_seen["batches"]) == {"recipe"}  # none from the tool
+    assert own_fields.packing and own_fields.packing.startswith("one sample a row")
+
+
+def test_a_second_model_whose_config_is_not_here_is_not_run_with_the_option_that_supplies_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    facts = _rehearse(tmp_path_factory, "two_towers", steps=2)
+    assert facts.status == "not-run" and facts.fault == "environment"
+    assert facts.reason == (
+        f"AutoModel.from_pretrained('{ENCODER}'): no config.json of it on this machine (not a local folder, not in "
+        f"the Hugging Face cache); supply one with --model-config {ENCODER}=PATH"
+    )
+
+
+def test_a_second_model_with_a_supplied_config_is_built_shrunk_beside_the_first(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    config = FIXTURES / "encoder_vit_config.json"
+    facts = _rehearse(tmp_path_factory, "two_towers", steps=2, model_configs={ENCODER: config})
+    assert facts.status == "passed", facts.reason
+    main_model, encoder = facts.models
+    assert main_model["class"] == "Qwen3ForCausalLM" and main_model["stacks"] == {
+        "model.layers": "10 Qwen3DecoderLayer"
+    }
+    assert encoder["class"] == "ViTModel" and list(encoder["stacks"].values()) == ["4 ViTLayer"]
+    assert "hidden_size 768 -> 64" in encoder["shrunk"] and ENCODER in encoder["source"]
+    assert any(load["name"] == ENCODER and load["source"].startswith("--model-config") for load in facts.loads)
+
+
+def test_an_override_for_a_key_the_config_lacks_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["rehearse", str(RECIPES / "lm_own_fields"), "--config-override", "model.hiden_size=64", "--out", str(tmp_path)]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "has no key model.hiden_size" in err[0]
+    assert list(tmp_path.iterdir()) == []  # nothing written
