@@ -236,6 +236,22 @@ def test_the_machine_says_its_free_memory_and_a_process_its_resident_memory() ->
     assert rss is None or rss > 1
 
 
+def test_the_memory_watch_ends_the_ranks_when_free_memory_runs_low(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from model_compile.hard.env import memwatch
+
+    free = iter([8000, 8000, 120])  # at the start, then as the ranks run
+    monkeypatch.setattr(memwatch.memory, "machine", lambda: {"available_mb": next(free), "source": "test"})
+    watch = memwatch.MemoryWatch()
+    assert watch.floor_mb == 400  # 5% of what was free, between 256 MB and the reserve
+    assert watch({0: os.getpid()}) is None
+    watch._next = 0.0
+    reason = watch({0: os.getpid()}) or ""
+    assert reason.startswith("memory: this machine's free memory fell to 120 MB (below 400 MB; 8000 MB was free")
+    assert "rank 0" in reason and watch.rss(0)[0] is not None
+
+
 # -- a rank the machine ended ------------------------------------------------------------------------------------
 
 

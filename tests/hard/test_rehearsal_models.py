@@ -93,3 +93,12 @@ def test_an_override_for_a_key_the_config_lacks_is_refused_before_anything_runs(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "has no key model.hiden_size" in err[0]
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_rank_killed_from_outside_is_an_environment_fault_with_its_memory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    facts = _rehearse(tmp_path_factory, "lm_killed", steps=2)
+    assert facts.status == "not-run" and facts.fault == "environment"
+    assert (facts.reason or "").startswith("rank 0 of the reference run was killed by SIGKILL")
+    assert "its last resident memory was" in (facts.reason or "") and "not the recipe's" in (facts.reason or "")

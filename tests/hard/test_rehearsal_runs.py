@@ -50,7 +50,8 @@ def test_per_block_compile_passes_on_two_ranks_against_the_measured_noise_floor(
     assert blocks.twins == ["reference", "eager", "compiled"] and blocks.precision == "bf16 (optim.mixed_precision)"
     assert blocks.parity_rule and "float32 reference" in blocks.parity_rule
     assert all(s.grad_err_eager is not None and s.grad_err is not None for s in blocks.steps)
-    assert blocks.depth == {"layers": 10} and blocks.depth_known is False  # above the recompile limit
+    # measured on the built model: above the recompile limit, the preset's depth
+    assert blocks.depth == {"model.layers": "10 Qwen3DecoderLayer"} and blocks.depth_known is False
     assert blocks.target_checks == ["'model.layers.*': 10 of 10 blocks compiled"]
     assert blocks.keys["state_dict"].endswith("unchanged") and blocks.keys["dcp"].endswith("unchanged")
     assert len(blocks.steps) == 6 and all(s.micro_steps == 2 for s in blocks.steps)  # the stage's accumulation
@@ -87,7 +88,11 @@ def test_a_vlm_without_its_data_trains_on_synthetic_batches_and_keeps_the_tower_
     assert facts.batches_mode == "batches" and "data.train_path" in (facts.batches or "")
     assert "`model.visual` kept eager (torch.compiler.disable)" in facts.target_checks
     assert all("image(s)" in s.shape for s in facts.steps)  # every step feeds the vision tower
-    assert facts.depth == {"text layers": 2, "vision blocks": 2, "deepstack visual indexes": [0]}  # as given
+    assert facts.depth == {  # as given, measured on the built model
+        "model.visual.blocks": "2 Qwen3VLVisionBlock",
+        "model.visual.deepstack_merger_list": "1 Qwen3VLVisionPatchMerger",
+        "model.language_model.layers": "2 Qwen3VLTextDecoderLayer",
+    }
     assert facts.world_size == 2 and facts.wrap and facts.wrap.startswith("FSDP2 (fully_shard) over 2 rank(s)")
     assert facts.keys["dcp"].endswith("unchanged")
     assert facts.depth_known and "--model-config" in (facts.model_source or "")

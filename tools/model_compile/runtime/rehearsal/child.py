@@ -43,11 +43,12 @@ from model_compile.runtime.rehearsal.record import (
 # -- set-up ----------------------------------------------------------------
 
 
-def _process_group(world: int) -> None:
-    """A gloo process group for a multi-rank CPU world, started before the engine (which skips it on CPU)."""
+def _process_group(world: int, one_rank: bool = False) -> None:
+    """A gloo process group for a multi-rank CPU world, started before the engine (which skips it on CPU);
+    `one_rank`: for an engine that needs one even in a world of one (as a launcher always starts it)."""
     import torch.distributed as dist
 
-    if world > 1 and dist.is_available() and not dist.is_initialized():
+    if (world > 1 or one_rank) and dist.is_available() and not dist.is_initialized():
         import datetime
 
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
@@ -102,7 +103,17 @@ def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
         config = load_config(spec, overrides, engine_class=cls)
     record.phase("config", file=spec["config_file"], overrides=overrides)
     with guarded("engine", "not-run", "the recipe's engine could not be built outside its tests"):
-        engine = cls(config)
+        try:
+            engine = cls(config)
+        except ValueError as exc:  # torch.distributed's: the engine calls it even in a world of one rank
+            if "process group has not been initialized" not in str(exc):
+                raise
+            _process_group(1, one_rank=True)
+            engine = cls(config)
+            record.data.setdefault("notes", []).append(
+                "the engine needs a process group even on one rank: a one-rank gloo group was started, as a "
+                "launcher starts it"
+            )
     record.phase(
         "engine", seconds=round(time.perf_counter() - t0, 2), engine=f"{spec['engine_module']}.{spec['engine_class']}"
     )

@@ -1,5 +1,6 @@
 """The packages the run imported against the repository's pins (`hard/env/lock.py`), and the one beside a
-failure it can explain: a failure whose traceback runs through a package that differs from the lock."""
+failure it can explain: a failure raised inside a package (the traceback's innermost frame) that differs from
+the lock."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], repo: Pat
     facts.environment_drift = [lock.line(item) for item in found]
     if not found or facts.status == "passed" or not (facts.detail or facts.reason):
         return
-    frames = re.findall(r"(?:site|dist)-packages/([A-Za-z0-9_]+)[/.]", f"{facts.detail}")
-    innermost = frames[-1].lower() if frames else None
+    files = re.findall(r'File "([^"]+)"', facts.detail or "")  # the traceback's frames, innermost last
+    inner = re.search(r"(?:site|dist)-packages/([A-Za-z0-9_]+)[/.]", files[-1]) if files else None
+    innermost = inner.group(1).lower() if inner else None
     for item in found:
         module = item["package"].lower().replace("-", "_")
         if module == innermost:

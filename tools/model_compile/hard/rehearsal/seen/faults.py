@@ -55,7 +55,8 @@ def machine_fault(
         facts.status, facts.fault = "not-run", "environment"
         facts.reason = (
             f"rank {first.rank} of the {twin} run was killed by {name}{oom}, not by the rehearsal; {_rss(first)}: "
-            "an environment fault, not the recipe's (the other ranks' errors follow from it)"
+            "an environment fault, not the recipe's"
+            + (" (the other ranks' errors follow from it)" if len(ranks) > 1 else "")
         )
         facts.notes.append(f"rank {first.rank}'s log: {first.log}")
         return True

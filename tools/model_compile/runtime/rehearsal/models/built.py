@@ -51,11 +51,13 @@ def stacks(model: Any) -> dict[str, str]:
             continue
         children = list(module.children())
         kinds = Counter(_class(c) for c in children)
-        if len(children) < 2 or not kinds:
+        if not kinds:
             continue
         top, count = kinds.most_common(1)[0]
         block = next(c for c in children if _class(c) == top)
-        if count < 2 or not any(True for _ in block.children()):
+        # a ModuleList of blocks is a stack even of one (a 1-layer model); a Sequential needs two of a kind
+        least = 1 if isinstance(module, torch.nn.ModuleList) else 2
+        if count < least or not any(True for _ in block.children()):
             continue  # leaves (Linear, norms, activations) are a block's parts, not blocks
         clean = _clean(path)
         if any(clean.startswith(outer + ".") for outer in found):

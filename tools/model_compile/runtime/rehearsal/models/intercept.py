@@ -390,7 +390,8 @@ def install(spec: dict[str, Any]) -> None:
                 owners.append(getattr(transformers, attr))
             except Exception:  # noqa: BLE001, S112 - a lazy name that does not import here is not used either
                 continue
-    for owner in owners:
+    owners += [sub for owner in list(owners) if isinstance(owner, type) for sub in _subclasses(owner)]
+    for owner in owners:  # the bases, and every class already defined that overrides from_pretrained
         raw = owner.__dict__.get("from_pretrained") if isinstance(owner, type) else None
         if isinstance(raw, classmethod) and not getattr(raw.__func__, "_model_compile_hook", False):
             owner.from_pretrained = classmethod(_from_pretrained(raw.__func__))
