@@ -154,3 +154,23 @@ def test_alias_cycles_do_not_recurse_forever(tmp_path):
     _write(tmp_path, example_files(Example(body=body)))
     report = analyze_path(tmp_path)
     assert report.recipes[0].ledger[0].events
+
+
+def test_runtime_options_of_review_need_hard_and_are_checked_before_anything_runs(tmp_path):
+    """--config-override and --model-config shape the runtime layers: without --hard, or naming a key the
+    stage lacks, a file that is not there, or a negative width, they are one line and exit 2, nothing written."""
+    recipe = ROOT / "tests" / "hard" / "fixtures" / "rehearsal_repo" / "recipes" / "lm_own_fields"
+    out = tmp_path / "out"
+    _one_line_exit_2(_cli("review", str(recipe), "--config-override", "data.batch_size=1"), "need --hard")
+    _one_line_exit_2(
+        _cli("review", str(recipe), "--hard", "--config-override", "model.hiden_size=64", "--out", str(out)),
+        "configs/train.yaml has no key model.hiden_size",
+    )
+    _one_line_exit_2(
+        _cli("review", str(recipe), "--hard", "--model-config", f"/cluster/enc={tmp_path / 'none.json'}"),
+        "no such file",
+    )
+    _one_line_exit_2(
+        _cli("rehearse", str(recipe), "--config-override", "model.head.d_model=-64"), "must be a positive integer"
+    )
+    assert not out.exists()

@@ -30,7 +30,7 @@ def _batch(images: bool) -> dict[str, Any]:
 
 
 def test_a_loader_that_dropped_every_image_gives_way_to_synthetic_batches_and_says_why(reasons: list[str]) -> None:
-    assert _rows_feed().loader([_batch(False), _batch(False), _batch(False)]) == "synthetic"
+    assert _rows_feed()._loader([_batch(False), _batch(False), _batch(False)]) == "synthetic"
     (reason,) = reasons
     assert "dropped every image: 12 synthetic rows read (9 images in them)" in reason
     assert "logs folder" in reason and "the real run may drop them too" in reason
@@ -55,8 +55,36 @@ def test_a_loader_that_raises_is_named_by_where_it_failed(reasons: list[str]) ->
         def __iter__(self) -> Any:
             return broken()
 
-    assert _rows_feed().loader(Loader()) == "synthetic"
+    assert _rows_feed()._loader(Loader()) == "synthetic"
     (reason,) = reasons
     assert "failed on the rehearsal's synthetic rows" in reason
     assert "ValueError: Image processor must expose a positive integer min pixel budget." in reason
     assert "test_rehearsal_feed.py:" in reason  # the innermost frame outside installed packages
+
+
+def test_the_batches_handed_over_are_described_and_pass_unchanged(reasons: list[str]) -> None:
+    """The engine's loader is seen through: keys, dtypes, shapes, the source and the samples of each batch."""
+    packed = {
+        "input_ids": torch.ones(1, 8, dtype=torch.long),
+        "pack_segment_ids": torch.tensor([[1, 1, 2, 2, 2, 3, 0, 0]]),
+    }
+    fed = feed.Feed({"data": {"mode": "own"}})
+    batches = list(fed.loader([packed, _batch(True)]))
+    assert batches[0] is packed and len(batches) == 2
+    seen = fed.facts["seen"]
+    assert seen["batches"] == {"recipe": 2} and seen["most_in_a_row"] == 3 and seen["counted_by"] == "pack_segment_ids"
+    assert seen["described"][0]["keys"] == {"input_ids": "int64 [1, 8]", "pack_segment_ids": "int64 [1, 8]"}
+    assert seen["keys"] == {"input_ids": "int64", "pack_segment_ids": "int64", "pixel_values": "float32"}
+
+
+def test_a_planned_substitution_tries_the_recipes_own_loader_first(reasons: list[str]) -> None:
+    fed = feed.Feed({"data": {"mode": "batches", "reason": "the stage's data is not here (data.path: x)"}})
+    own = fed.train_loader(lambda *_: [_batch(False), _batch(False), _batch(False)], "train")
+    assert reasons == [] and fed.mode == "own" and len(list(own)) == 3  # it makes its own data: used as it is
+
+    def missing(*_: Any) -> Any:
+        raise FileNotFoundError("x")
+
+    fed = feed.Feed({"data": {"mode": "batches", "reason": "the stage's data is not here (data.path: x)"}})
+    with pytest.raises(feed.NotHere, match="no config shapes synthetic batches"):  # nothing to shape them from
+        fed.train_loader(missing, "train")

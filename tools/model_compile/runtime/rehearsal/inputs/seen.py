@@ -88,13 +88,17 @@ class Observed:
         facts.setdefault("most_in_a_row", 0)
         facts.setdefault("counted_by", "")
 
+    def __new__(cls, loader: Any, *args: Any) -> Observed:
+        # a loader with a length keeps it (len(), hasattr(loader, "__len__")); one without does not gain one
+        sized = cls is Observed and hasattr(type(loader), "__len__")
+        return super().__new__(_SizedObserved if sized else cls)
+
     def __iter__(self) -> _Iterator:
         return _Iterator(iter(self._loader), self)
 
-    def __len__(self) -> int:
-        return len(self._loader)
-
     def __getattr__(self, name: str) -> Any:
+        if name in ("_loader", "_facts", "_source"):  # not set yet (a copy being made): no forwarding loop
+            raise AttributeError(name)
         return getattr(self._loader, name)
 
     def note(self, batch: Any) -> None:
@@ -114,6 +118,11 @@ class Observed:
             facts["counted_by"] = facts["counted_by"] or how
 
 
+class _SizedObserved(Observed):
+    def __len__(self) -> int:
+        return len(self._loader)
+
+
 class _Iterator:
     def __init__(self, inner: Any, owner: Observed) -> None:
         self._inner, self._owner = inner, owner
@@ -130,4 +139,6 @@ class _Iterator:
         return batch
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_inner", "_owner"):
+            raise AttributeError(name)
         return getattr(self._inner, name)
