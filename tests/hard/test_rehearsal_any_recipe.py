@@ -340,3 +340,49 @@ def test_batches_seen_say_their_keys_their_packing_and_any_from_the_tool(tmp_pat
         "handed to the model (rank 0, first batch): input_ids int64 [1, 512], pack_segment_ids int64 [1, 512]; "
         "batches: 4 from the recipe and 2 from the tool (synthetic)"
     )
+
+
+# -- the child's pure parts: a recipe's config objects, remote code ----------------------------------------------
+
+
+def test_a_recipes_own_config_object_is_shrunk_in_place_whatever_its_kind() -> None:
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from pydantic import BaseModel
+
+    from model_compile.runtime.rehearsal.models import intercept
+
+    @dataclass(frozen=True)
+    class TransformerConfig:
+        d_model: int = 768
+        n_heads: int = 12
+        n_layers: int = 12
+        vocab_size: int = 32000
+
+    class Section(BaseModel):
+        hidden_size: int = 1024
+        num_attention_heads: int = 16
+
+    frozen, section, space = TransformerConfig(), Section(), SimpleNamespace(dim=2048, n_heads=32, depth=24)
+    assert intercept.shrink_object(frozen) == [
+        "TransformerConfig.d_model 768 -> 64",
+        "TransformerConfig.n_heads 12 -> 4",
+    ]
+    assert (frozen.d_model, frozen.n_heads, frozen.n_layers, frozen.vocab_size) == (64, 4, 12, 32000)
+    assert intercept.shrink_object(section) and (section.hidden_size, section.num_attention_heads) == (64, 4)
+    assert intercept.shrink_object(space) and (space.dim, space.n_heads, space.depth) == (64, 4, 24)
+    assert intercept.shrink_object(frozen) == [] and intercept.shrink_object(768) == []  # once; not a config
+
+
+def test_a_supplied_config_whose_remote_code_is_not_here_says_so(tmp_path: Path) -> None:
+    from model_compile.runtime.rehearsal.models import stand_in
+    from model_compile.runtime.rehearsal.models.intercept import ModelConfigMissing
+
+    config = {"model_type": "onevision", "auto_map": {"AutoModel": "modeling_ov.OVModel"}}
+    with pytest.raises(ModelConfigMissing, match=r"remote code \(modeling_ov.py, model_type 'onevision'\)"):
+        stand_in._code_files(config, None, "/cluster/ov")
+    (tmp_path / "modeling_ov.py").write_text("x = 1\n")
+    assert stand_in._code_files(config, str(tmp_path), "/cluster/ov") == [tmp_path / "modeling_ov.py"]
+    with pytest.raises(ModelConfigMissing, match="another repository"):
+        stand_in._code_files({"auto_map": {"AutoModel": "acme/ov--modeling_ov.OVModel"}}, None, "x")

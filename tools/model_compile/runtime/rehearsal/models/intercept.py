@@ -260,6 +260,13 @@ def _from_pretrained(func: Any) -> Any:
     return from_pretrained
 
 
+def _missing(cls: Any, name: str) -> ModelConfigMissing:
+    return ModelConfigMissing(
+        f"{cls.__name__}.from_pretrained({name!r}): no config.json of it on this machine (not a local folder, not "
+        f"in the Hugging Face cache); supply one with --model-config {name}=PATH"
+    )
+
+
 def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
     """The folder a `from_pretrained(name)` reads instead (a stand-in), or None to read `name` itself."""
     from model_compile.runtime.rehearsal.models import stand_in
@@ -277,14 +284,13 @@ def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
         found = stand_in.real_config(name, spec, passed)
         if found is None:
             if kind in ("model", "config") or (kind == "processor" and not stand_in.on_machine(name, repo)):
-                raise ModelConfigMissing(
-                    f"{cls.__name__}.from_pretrained({name!r}): no config.json of it on this machine (not a local "
-                    f"folder, not in the Hugging Face cache); supply one with --model-config {name}=PATH"
-                )
+                raise _missing(cls, name)
             if kind == "processor" or stand_in.on_machine(name, repo):
                 return None  # a tokenizer or processor that is on this machine: the recipe's own
         made = stand_in.make(name, found, kind)
         STATE["stand_ins"][name] = made
+    if kind in ("model", "config") and not os.path.isfile(os.path.join(made["dir"], "config.json")):
+        raise _missing(cls, name)  # a stand-in made for its tokenizer alone: no config of it here
     if kind == "model":
         stand_in.weights(made, cls)
     STATE["loads"].append(

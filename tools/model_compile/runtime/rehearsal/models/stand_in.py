@@ -150,8 +150,12 @@ def weights(made: dict[str, Any], cls: Any) -> None:
         torch.manual_seed(SEED)
         torch.set_default_dtype(torch.float32)
         try:
+            own = getattr(cls, "config_class", None)  # a concrete class (recipe-local too) knows its config class
             try:
-                config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+                if own is not None and not cls.__name__.startswith("Auto"):
+                    config = own.from_pretrained(str(folder))
+                else:
+                    config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
             except (ValueError, KeyError, OSError) as exc:
                 raise ModelConfigMissing(
                     f"{made.get('name') or folder.name}: transformers here cannot build a model of its config "
