@@ -232,6 +232,9 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     with guarded("engine", "not-run", "the process group could not be started"):
         _process_group(world)
     engine = _engine(spec, twin, record)
+    if not callable(getattr(engine, "train_exec_step", None)) and callable(getattr(engine, "train_one_step", None)):
+        note = "the engine's micro-step is train_one_step (forward) then train_after_step: step times are forwards"
+        record.data.setdefault("notes", []).append(note)
     initial = _initial(spec, twin, rank)
     facts: dict[str, Any] = {}
 

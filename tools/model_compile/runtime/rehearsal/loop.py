@@ -103,6 +103,9 @@ class Driver:
             original = getattr(engine, name, None)
             if callable(original):
                 setattr(engine, name, getattr(self, f"_{name}")(original))
+        older = getattr(engine, "train_one_step", None)  # an older engine's micro-step: its forward, then
+        if not callable(getattr(engine, "train_exec_step", None)) and callable(older):  # train_after_step
+            engine.train_one_step = self._train_exec_step(older)
 
     def _prepare_dataloader(self, original: Any) -> Any:
         def wrapped(workflow: str = "train", *args: Any, **kwargs: Any) -> Any:
@@ -152,7 +155,9 @@ class Driver:
 
     def _train_exec_step(self, original: Any) -> Any:
         def wrapped(ctx: Any, *args: Any, **kwargs: Any) -> Any:
-            data = ctx.get("batch", ctx.get("data")) if isinstance(ctx, dict) else getattr(ctx, "data", None)
+            if self.optimizer_steps >= self.steps:
+                raise Enough  # (an engine whose optimizer steps after this method returns)
+            data = ctx.get("batch", ctx.get("data")) if isinstance(ctx, dict) else getattr(ctx, "data", ctx)
             before = self.optimizer_steps
             self._loss = None
             rows_state["batches"] += 1
@@ -161,6 +166,8 @@ class Driver:
             t0 = time.perf_counter()
             out = original(ctx, *args, **kwargs)
             seconds = time.perf_counter() - t0
+            if self._loss is None and (loss := loss_of(ctx, out)) is not None:
+                self._loss = float(loss.detach().float().sum())
             row = {
                 "micro": len(self.micro),
                 "step": before,
@@ -266,6 +273,8 @@ def loss_of(ctx: Any, returned: Any) -> Any:
 
     if isinstance(returned, torch.Tensor):
         return returned
+    if isinstance(returned, dict) and isinstance(returned.get("loss"), torch.Tensor):
+        return returned["loss"]  # an older engine's micro-step returns the model's outputs
     get = ctx.get if isinstance(ctx, dict) else (lambda key: getattr(ctx, key, None))
     outputs = get("outputs")
     if isinstance(outputs, dict) and isinstance(outputs.get("loss"), torch.Tensor):
