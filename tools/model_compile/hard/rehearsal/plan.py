@@ -201,7 +201,11 @@ def plan(
 ) -> Plan:
     """The rehearsal's spec, or NotPlanned with the reason and the flag that fixes it."""
     if recipe.compile_path == "none":
-        raise NotPlanned("the recipe does not compile (run model-compile generate RECIPE --path kit first)")
+        raise NotPlanned(
+            f"the recipe does not compile: wire it first with model-compile generate {recipe_root} --path kit --write "
+            "(in a repository without a model kit, one of the fallback paths: submodule, graph-break, regional, "
+            "post-wrap, with --reason)"
+        )
     ledger = next((lg for lg in recipe.ledger if any(e.kind == "compile" for e in lg.events)), None)
     ledger = ledger or (recipe.ledger[0] if recipe.ledger else None)
     if ledger is None:
