@@ -157,7 +157,7 @@ class Driver:
         def wrapped(ctx: Any, *args: Any, **kwargs: Any) -> Any:
             if self.optimizer_steps >= self.steps:
                 raise Enough  # (an engine whose optimizer steps after this method returns)
-            data = ctx.get("batch", ctx.get("data")) if isinstance(ctx, dict) else getattr(ctx, "data", ctx)
+            data = ctx.get("batch", ctx.get("data", ctx)) if isinstance(ctx, dict) else getattr(ctx, "data", ctx)
             before = self.optimizer_steps
             self._loss = None
             rows_state["batches"] += 1
