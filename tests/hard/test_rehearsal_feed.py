@@ -88,3 +88,17 @@ def test_a_planned_substitution_tries_the_recipes_own_loader_first(reasons: list
     fed = feed.Feed({"data": {"mode": "batches", "reason": "the stage's data is not here (data.path: x)"}})
     with pytest.raises(feed.NotHere, match="no config shapes synthetic batches"):  # nothing to shape them from
         fed.train_loader(missing, "train")
+
+
+def test_samples_in_a_pack_come_from_the_collators_counts_before_segment_ids_that_say_nothing() -> None:
+    from model_compile.runtime.rehearsal.inputs.seen import samples
+
+    stream = {"input_ids": torch.ones(1, 6, dtype=torch.long), "pack_segment_ids": torch.ones(1, 6, dtype=torch.long)}
+    assert samples(stream) == (1, 1, 1, "one sample a row (no packing metadata)")  # attention not isolated
+    stream["source_sample_num"] = torch.tensor([3])
+    assert samples(stream) == (1, 3, 3, "source_sample_num")
+    restarts = {
+        "input_ids": torch.ones(2, 4, dtype=torch.long),
+        "position_ids": torch.tensor([[0, 1, 0, 1], [0, 1, 2, 3]]),
+    }
+    assert samples(restarts) == (2, 3, 2, "position_ids restarting at 0")

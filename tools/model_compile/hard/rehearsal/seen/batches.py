@@ -13,7 +13,9 @@ from typing import Any
 
 from model_compile.hard.models import RehearsalFacts
 
-_DROP = re.compile(r"\b(drop|dropp|skip|skipp|filter)\w*", re.I)
+# a row dropped or skipped as it happens (`dropping sample ...`, `Data guard skip: reason=...`), not a setting
+# that merely names dropping (`packing_tail_policy: drop`)
+_DROP = re.compile(r"\b(dropp(ed|ing)|skipp(ed|ing)|filtered out)\b|\bskip:", re.I)
 _NUMBER = re.compile(r"\d+(\.\d+)?")
 _NOISE = re.compile(r"^(\[[^\]]*\]\s*|\d[\d:.,T-]*\s+)*")  # timestamp and bracketed prefixes
 

@@ -52,19 +52,22 @@ def samples(batch: Any) -> tuple[int, int, int, str] | None:
         (batch[k] for k in ("input_ids", "pixel_values", "labels") if isinstance(batch.get(k), torch.Tensor)), None
     )
     rows = int(ids.shape[0]) if ids is not None and ids.dim() >= 2 else 1
+    # a collator's own counts first; then the boundaries the batch carries (a segment id or position that
+    # restarts); segment ids that are all one (attention not isolated) say nothing of the samples in a pack
+    for key in COUNT_KEYS:
+        count = batch.get(key)
+        if isinstance(count, torch.Tensor) and count.numel():
+            return rows, int(count.sum()), int(count.max()), key
     seg = batch.get("pack_segment_ids")
     if isinstance(seg, torch.Tensor) and seg.dim() == 2:
         per_row = [int(torch.unique(r[r > 0]).numel()) for r in seg]
-        return rows, sum(per_row), max(per_row, default=0), "pack_segment_ids"
+        if max(per_row, default=0) > 1:
+            return rows, sum(per_row), max(per_row), "pack_segment_ids"
     for key in BOUNDARY_KEYS:
         cu = batch.get(key)
         if isinstance(cu, torch.Tensor) and cu.dim() == 1 and cu.numel() > 1:
             n = int(cu.numel()) - 1
             return rows, n, -(-n // max(rows, 1)), key
-    for key in COUNT_KEYS:
-        count = batch.get(key)
-        if isinstance(count, torch.Tensor) and count.numel():
-            return rows, int(count.sum()), int(count.max()), key
     pos = batch.get("position_ids")
     if isinstance(pos, torch.Tensor) and pos.dim() in (2, 3) and ids is not None:
         plane = pos[0] if pos.dim() == 3 else pos
