@@ -45,8 +45,11 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
         facts.depth = {path: text for path, text in main["stacks"].items()}
     shrunk = [s for m in facts.models for s in m.get("shrunk") or []]
     ckpt = (plan.spec.get("checkpoint") or {}).get("dir")
+    # the plan's architecture is what ran when the recipe read the checkpoint's model or its config (a recipe that
+    # builds from the config with random weights reads only the config)
     read_ckpt = bool(ckpt) and any(
-        load.get("kind") == "model" and _under(str(load.get("to")), str(Path(str(ckpt)).parent)) for load in facts.loads
+        load.get("kind") in ("model", "config") and _under(str(load.get("to")), str(Path(str(ckpt)).parent))
+        for load in facts.loads
     )
     if ckpt and not read_ckpt:
         facts.model_source = (
