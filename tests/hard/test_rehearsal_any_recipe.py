@@ -386,3 +386,34 @@ def test_a_supplied_config_whose_remote_code_is_not_here_says_so(tmp_path: Path)
     assert stand_in._code_files(config, str(tmp_path), "/cluster/ov") == [tmp_path / "modeling_ov.py"]
     with pytest.raises(ModelConfigMissing, match="another repository"):
         stand_in._code_files({"auto_map": {"AutoModel": "acme/ov--modeling_ov.OVModel"}}, None, "x")
+
+
+def _models_phase(loads: list[dict[str, str]]) -> dict[str, list[dict[str, object]]]:
+    built = {"class": "Qwen3ForCausalLM", "role": "prepare_model() returned it", "parameters": 435_840,
+             "stacks": {"model.layers": "10 Qwen3DecoderLayer"}, "shrunk": [], "source": "x"}  # fmt: skip
+    return {"compiled": [{"phases": {"models": {"ok": True, "built": [built], "loads": loads}}}]}
+
+
+@pytest.mark.parametrize(
+    ("loads", "own"),
+    [
+        ([{"kind": "model", "to": "/out/tiny-checkpoint"}], False),
+        ([{"kind": "config", "to": "/out/tiny-checkpoint"}], False),  # the config read, the weights random
+        ([{"kind": "tokenizer", "to": "/out/tiny-checkpoint"}], True),  # only its tokenizer: the model is its own
+        ([], True),
+    ],
+)
+def test_the_model_line_says_whether_the_recipe_built_the_planned_architecture(loads: list, own: bool) -> None:
+    from types import SimpleNamespace
+
+    from model_compile.hard.rehearsal.seen import models
+
+    plan = SimpleNamespace(
+        spec={"checkpoint": {"dir": "/out/tiny-checkpoint"}},
+        model=SimpleNamespace(model_type="qwen3", source="the qwen3 preset", shrunk=["hidden_size 4096 -> 64"]),
+    )
+    facts = RehearsalFacts(label="cpu-only", model_source="the qwen3 preset", depth_known=False)
+    models.read(facts, plan, _models_phase(loads))  # type: ignore[arg-type]
+    assert facts.depth == {"model.layers": "10 Qwen3DecoderLayer"}  # measured, either way
+    assert (facts.model_source or "").startswith("built by the recipe itself") is own
+    assert facts.depth_known is (True if own else False)
