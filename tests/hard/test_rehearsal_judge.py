@@ -11,9 +11,9 @@ import pytest
 from model_compile.analyze import analyze_path
 from model_compile.hard.env.proc import RankResult
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal import judge, sites
-from model_compile.hard.rehearsal.fixes import shorten
-from model_compile.hard.rehearsal.plan import plan
+from model_compile.hard.rehearsal.planning.plan import plan
+from model_compile.hard.rehearsal.reading import judge, sites
+from model_compile.hard.rehearsal.reading.fixes import shorten
 from model_compile.hard.rehearsal.render import readable_guard, summary_lines, text
 from model_compile.hard.rehearsal.run import to_layer
 

@@ -195,6 +195,31 @@ class GraphBreakSite(BaseModel):
     count: int = 1
 
 
+class EagerCause(BaseModel):
+    """Why part of a module's forward work ran outside compiled graphs."""
+
+    cause: str = Field(description="in words: a graph break, a skipped frame, the recompile limit, disable, ...")
+    site: str = Field(description="`path:line` in the repository, or `library <package path>:line`")
+    kind: str = Field(
+        description="graph-break, skipped-frame, recompile-limit, disable, checkpoint, not-compiled or unknown"
+    )
+    share: float = Field(description="the part of the module's eager work this cause accounts for, 0..1")
+
+
+class CoverageEntry(BaseModel):
+    """One module (repeated blocks collapsed, `layers.*`) of the coverage map."""
+
+    module: str = Field(description="dotted path in the unwrapped model, `(model)` for the model itself")
+    count: int = Field(default=1, description="how many modules the entry collapses (the blocks of `layers.*`)")
+    class_name: str | None = None
+    compiled: float = Field(description="share of its forward work that ran inside compiled graphs, 0..1")
+    work: float = Field(description="its share of the model's forward work, 0..1")
+    measure: str = Field(default="flops", description="what the shares weigh: flops, or ops where it has none")
+    role: str = Field(default="target", description="target, kept eager (documented), or outside the targets")
+    eager_causes: list[EagerCause] = Field(default_factory=list)
+    base_compiled: float | None = Field(default=None, description="the base's share, on a change")
+
+
 class RehearsalStep(BaseModel):
     """One optimizer step of the rehearsal (its micro-steps), on rank 0: the compiled twin against the reference."""
 
@@ -215,6 +240,9 @@ class RehearsalStep(BaseModel):
     )
     new_graphs: int | None = None
     limit_hits: list[str] = Field(default_factory=list)
+    measured: bool = Field(
+        default=False, description="the coverage map was measured on it (its time is left out of the steady figures)"
+    )
     error: str | None = None
 
 
@@ -274,6 +302,20 @@ class RehearsalFacts(BaseModel):
     near_limit: list[str] = Field(
         default_factory=list,
         description="frames at or one variant short of the recompile limit (a note, not the verdict)",
+    )
+    coverage: list[CoverageEntry] = Field(
+        default_factory=list, description="what ran compiled: each module's compiled share of its forward work"
+    )
+    compiled_share: float | None = Field(
+        default=None, description="share of the model's forward work (FLOPs) that ran inside compiled graphs"
+    )
+    backward_compiled_share: float | None = Field(default=None, description="the same of its backward work")
+    coverage_note: str | None = Field(default=None, description="what the coverage map measured, where and its cost")
+    coverage_failures: list[str] = Field(
+        default_factory=list, description="compiled targets whose hot path ran eager (`compile has no effect on X`)"
+    )
+    specialized: list[str] = Field(
+        default_factory=list, description="lines of code that fixed a size to a constant (each new size recompiles)"
     )
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
     graph_break_count: int = Field(default=0, description="graph breaks in the compiled twin's trace, rank 0")

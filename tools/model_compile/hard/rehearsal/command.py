@@ -17,7 +17,7 @@ from model_compile.hard.console import say
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
-from model_compile.hard.rehearsal.plan import NotPlanned, plan
+from model_compile.hard.rehearsal.planning.plan import NotPlanned, plan
 from model_compile.hard.rehearsal.render import instead_of_inductor
 from model_compile.parse import recipe_test_options as test_options
 from model_compile.parse.recipe_test_options import CONFIG_NAME

@@ -8,7 +8,7 @@ compiled twin's and the eager twin's, against the same reference.
 from __future__ import annotations
 
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal.fixes import readable_guard, shorten
+from model_compile.hard.rehearsal.reading.fixes import readable_guard, shorten
 
 __all__ = ["backend_line", "instead_of_inductor", "readable_guard", "summary_lines", "text"]
 
@@ -83,6 +83,46 @@ def _graph_breaks(facts: RehearsalFacts, pairs: bool = False) -> str:
     return f"graph breaks: {facts.graph_break_count} at {facts.graph_break_site_count} site(s){more} (rank 0's trace)"
 
 
+def _pct(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0%}" if value in (0.0, 1.0) or 0.01 <= value <= 0.99 else f"{value:.1%}"
+
+
+def coverage_line(facts: RehearsalFacts) -> str | None:
+    """One line: the compiled share of the forward work, then the largest eager regions with their causes."""
+    if not facts.coverage:
+        return f"compiled: {facts.coverage_note}" if facts.coverage_note else None
+    candidates = [e for e in facts.coverage if e.module != "(model)" and e.compiled < 0.95 and e.eager_causes]
+    # the innermost eager modules: an entry whose blocks or members are listed too says less than they do
+    inner = [e for e in candidates if not any(o.module.startswith(e.module + ".") for o in candidates)]
+    eager = sorted(inner, key=lambda e: -(1 - e.compiled) * e.work)
+    parts = []
+    for e in eager[:3]:
+        blocks = f"{e.count} blocks, " if e.count > 1 else ""
+        cause = e.eager_causes[0]
+        parts.append(f"{e.module} ({blocks}{_pct(e.compiled)} compiled: {shorten(cause.cause, 90)} at {cause.site})")
+    bw = f", backward {_pct(facts.backward_compiled_share)}" if facts.backward_compiled_share is not None else ""
+    head = f"compiled: {_pct(facts.compiled_share)} of the forward work{bw}"
+    return head + ("; eager: " + "; ".join(parts) if parts else "; nothing of the model ran eager")
+
+
+def coverage_rows(facts: RehearsalFacts) -> list[str]:
+    """The coverage map, a line a module: compiled share, share of the model's work, role, main eager cause."""
+    rows = []
+    for e in facts.coverage:
+        blocks = f" x{e.count}" if e.count > 1 else ""
+        base = f" (base {_pct(e.base_compiled)})" if e.base_compiled is not None else ""
+        cause = ""
+        if e.eager_causes:
+            c = e.eager_causes[0]
+            more = f" (+{len(e.eager_causes) - 1} more cause(s))" if len(e.eager_causes) > 1 else ""
+            cause = f" - eager: {shorten(c.cause, 120)} at {c.site}{more}"
+        role = "" if e.role == "target" else f" [{e.role}]"
+        rows.append(f"{_pct(e.compiled):>5} compiled{base}, {_pct(e.work):>5} of work  {e.module}{blocks}{role}{cause}")
+    return rows
+
+
 def base_line(facts: RehearsalFacts) -> str:
     """The base's rehearsal beside the head's, in one line: what is new with the change first."""
     groups: dict[str, list[str]] = {"new with the change": [], "already there": [], "gone with the change": []}
@@ -120,6 +160,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     source, _, seen = str(facts.batches).partition("; seen: ")
     out.append(f"batches: seen {seen}; from {source}" if seen else f"batches: {source}")
     out.append(backend_line(facts))
+    cov = coverage_line(facts)
+    if cov:
+        out.append(f"{cov} {where}")
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
@@ -175,6 +218,12 @@ def text(facts: RehearsalFacts, command: str) -> str:
         )
     for check in facts.target_checks + [f"FAILED {t}" for t in facts.target_failures]:
         lines.append(f"  target {check}")
+    cov = coverage_line(facts)
+    if cov:
+        lines.append(cov)
+        lines += [f"  {row}" for row in coverage_rows(facts)]
+        if facts.coverage and facts.coverage_note:
+            lines.append(f"  ({facts.coverage_note})")
     if facts.keys:
         lines.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()))
     if facts.steps:
@@ -204,6 +253,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
             "recompile-limit hits: " + ("; ".join(readable_guard(h, 300) for h in hits[:3]) if hits else "none")
         )
         lines += [f"  near the limit: {shorten(n, 300)}" for n in facts.near_limit[:4]]
+        lines += [f"  size fixed by: {shorten(s, 300)}" for s in facts.specialized[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
     if facts.sync:

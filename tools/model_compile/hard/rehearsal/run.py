@@ -21,8 +21,8 @@ from model_compile.hard.env import proc
 from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import LayerResult, RehearsalFacts
-from model_compile.hard.rehearsal import judge
-from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.planning.plan import Plan
+from model_compile.hard.rehearsal.reading import judge
 from model_compile.runtime.rehearsal.config import precision_plan
 
 LIMITS = (

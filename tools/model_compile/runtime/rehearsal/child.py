@@ -108,6 +108,16 @@ def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
     return engine
 
 
+def _meter(spec: dict[str, Any], twin: str) -> Any:
+    """The coverage meter's factory for the eager twin (everything it runs) and the compiled twin (what ran
+    outside compiled graphs); None for the reference twin, or when the spec turns coverage off."""
+    if twin not in ("eager", "compiled") or not spec.get("coverage", True):
+        return None
+    from model_compile.runtime.rehearsal.measure.coverage import Meter
+
+    return lambda model: Meter(model, compiled=twin == "compiled")
+
+
 def _has_reference(spec: dict[str, Any]) -> bool:
     precision = spec.get("precision") or {}
     return bool(precision.get("reference_overrides") or precision.get("reference_dtype"))
@@ -216,6 +226,10 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         _full_precision_wrap()
     with guarded("engine", "not-run", "the process group could not be started"):
         _process_group(world)
+    if twin == "compiled" and spec.get("coverage", True):
+        from model_compile.runtime.rehearsal.measure.coverage import install_graph_hook
+
+        install_graph_hook()  # before anything compiles: every graph's runs are then known
     engine = _engine(spec, twin, record)
     initial = _initial(spec, twin, rank)
     facts: dict[str, Any] = {}
@@ -237,7 +251,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
 
     feed = Feed(spec)
     wide = torch.float64 if twin == "reference" and spec["precision"].get("reference_dtype") == "float64" else None
-    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide)
+    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide, meter=_meter(spec, twin))
     t0 = time.perf_counter()
     phase = "train"
     try:
@@ -267,6 +281,9 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     record.data["micro_steps"] = driver.micro
     record.data["sync_checks"] = driver.sync_checks
     record.data["feed"] = feed.facts
+    if driver.meter is not None:
+        with guarded("coverage", "tool-error", "the coverage map could not be written"):
+            record.phase("coverage", **driver.meter.record())
     if seen is not None:
         from model_compile.runtime.rehearsal.inputs.rows import STATE
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
-from model_compile.hard.rehearsal.data_plan import DataPlan, plan_data
-from model_compile.hard.rehearsal.model_plan import ModelPlan, NotPlanned, plan_model
-from model_compile.hard.rehearsal.world import WorldPlan, plan_world
+from model_compile.hard.rehearsal.planning.data_plan import DataPlan, plan_data
+from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, plan_model
+from model_compile.hard.rehearsal.planning.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
 from model_compile.parse.models import config_key
 from model_compile.runtime.rehearsal.inputs.batches import PACK_KEYS
@@ -254,6 +254,17 @@ def plan(
     disabled = sorted({m.split(".", 1)[1] for part in scope.parts for m in part.minus if "." in m})
     compile_event = next((e for lg in recipe.ledger for e in lg.events if e.kind == "compile"), None)
     fwd = _method_line(engine_file, ledger.engine_class, "forward_step")
+    call_site = (
+        f"{_repo_relative((recipe_root / compile_event.file).resolve(), repo_root)}:{compile_event.line}"
+        if compile_event
+        else None
+    )
+    checkpointing = [
+        f"{_repo_relative((recipe_root / e.file).resolve(), repo_root)}:{e.line}"
+        + (f" when {' and '.join(e.condition)}" if e.condition else "")
+        for e in ledger.events
+        if e.kind == "checkpointing"
+    ]
     spec: dict[str, Any] = {
         "repo_root": str(repo_root),
         "recipe_root": str(recipe_root),
@@ -279,6 +290,8 @@ def plan(
         "steps": steps,
         "targets": list(scope.patterns),
         "disabled": disabled,
+        "disable_sites": {region: f"the compile call at {call_site}" for region in disabled} if call_site else {},
+        "checkpointing": checkpointing,
         "precision": {},  # filled from the prepare child's reading of the validated config
         "out_dir": str(out_dir),
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.planning.plan import Plan
 
 _CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
 _SIZE_GUARD = re.compile(r"size mismatch at index \d+")
