@@ -352,6 +352,13 @@ class RehearsalFacts(BaseModel):
     versus_base: list[str] = Field(
         default_factory=list, description="each measure marked new with the change or already there"
     )
+    regressions: list[str] = Field(
+        default_factory=list, description="what the change made worse than its base (each fails the rehearsal)"
+    )
+    existing: bool | None = Field(
+        default=None,
+        description="failed on the base too with nothing made worse (true), or failed because of the change",
+    )
 
     @property
     def recompiles(self) -> list[str]:

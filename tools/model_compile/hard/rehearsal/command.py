@@ -213,6 +213,7 @@ def with_base(
         base.save(key, base_facts)
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
+    base.apply(facts, base_facts, rev)
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:

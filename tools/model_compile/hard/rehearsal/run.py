@@ -222,6 +222,7 @@ def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResu
         where=where if facts.wall_s else "-",
         log=facts.log,
         started=bool(facts.wall_s),
+        existing=facts.existing,
     )
     if facts.status in ("not-run", "failed", "timeout", "tool-error"):
         layer.next_step = cmd

@@ -9,6 +9,7 @@ becomes the children's spec (`runtime/rehearsal/child.py`).
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ __all__ = ["NotPlanned", "Plan", "plan"]
 
 PRETRAINED_KEYS = ("pretrained_model_name_or_path", "model_name_or_path", "pretrained_path")
 CPU_BACKEND = "aot_eager"
+COVERAGE_ENV = "MODEL_COMPILE_COVERAGE"
 DEFAULT_STEPS = 8
 
 
@@ -290,8 +292,10 @@ def plan(
         "steps": steps,
         "targets": list(scope.patterns),
         "disabled": disabled,
-        "disable_sites": {region: f"the compile call at {call_site}" for region in disabled} if call_site else {},
+        "disable_sites": {region: call_site for region in disabled} if call_site else {},
         "checkpointing": checkpointing,
+        # the coverage map (what ran compiled); MODEL_COMPILE_COVERAGE=off leaves it out (the bench's baseline)
+        "coverage": os.environ.get(COVERAGE_ENV, "on").lower() not in ("0", "off", "false", "no"),
         "precision": {},  # filled from the prepare child's reading of the validated config
         "out_dir": str(out_dir),
     }

@@ -189,7 +189,11 @@ def _cause(group: dict[str, Any], ctx: _Context) -> tuple[str, str, str]:
             where, name = (fn["where"], fn["name"]) if fn else (outer, outer)
             applied = next((s for r, s in ctx.disable_sites.items() if _under(group.get("collapsed", ""), r)), None)
             if applied:
-                return f"kept eager by torch.compiler.disable on {name}, applied at {applied}", applied, "disable"
+                return (
+                    f"kept eager by torch.compiler.disable on {name} (the compile path disables it)",
+                    applied,
+                    ("disable"),
+                )
             return f"kept eager by torch.compiler.disable on {name}", _site(where, ctx), "disable"
         if outer.startswith("checkpoint:"):
             where = outer[len("checkpoint:") :]
@@ -198,8 +202,8 @@ def _cause(group: dict[str, Any], ctx: _Context) -> tuple[str, str, str]:
             why = (
                 f"; dynamo's attempt to trace it broke: {hop.reason.splitlines()[0][:100]} ({hop.site})" if hop else ""
             )
-            enabled = f" (turned on by {ctx.checkpointing})" if ctx.checkpointing else ""
-            return f"under activation checkpointing{enabled}, which runs with compile off{why}", site, "checkpoint"
+            enabled = f" (turned on at {ctx.checkpointing})" if ctx.checkpointing else ""
+            return f"activation checkpointing runs it with compile off{why}{enabled}", site, "checkpoint"
         label = outer[len("skipped:") :]
         frame = _LABEL.match(label)
         name, where = (frame["name"], frame["where"]) if frame else (label, label)
@@ -289,6 +293,9 @@ def build(
     """Fill the coverage map, the compiled shares and the coverage problems of `facts` from rank 0's records."""
     eager_rec = (((recs.get("eager") or [{}])[0].get("phases") or {}).get("coverage")) or {}
     compiled_rec = (((recs.get("compiled") or [{}])[0].get("phases") or {}).get("coverage")) or {}
+    if spec.get("coverage") is False:
+        facts.coverage_note = "not measured (MODEL_COMPILE_COVERAGE=off)"
+        return
     if not eager_rec.get("ok") or not compiled_rec.get("ok"):
         if recs.get("compiled"):
             facts.coverage_note = "not measured: the twins did not reach the measured micro-steps"

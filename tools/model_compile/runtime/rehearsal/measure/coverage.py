@@ -163,6 +163,7 @@ class Meter:
         finally:
             self.seconds += time.perf_counter() - t0
             _MEASURING[0] = False
+            self.attr.forget()
 
     def _work(self, func: Any, args: Any, kwargs: Any, out: Any) -> float:
         formula = self.flops.get(func._overloadpacket)
@@ -183,7 +184,7 @@ class Meter:
         if _DEPTH[0]:
             self.compiled_ops[0] += 1
             return
-        path, code, line, wrap = self.attr.owner(frame)
+        path, user, code, wrap = self.attr.owner(frame)
         if wrap and code is None:
             self.wrap_ops += 1
             return
@@ -193,7 +194,7 @@ class Meter:
         cell[0] += flops
         cell[1] += 1
         if self.compiled:
-            self._group(path, code, line, flops, frame)
+            self._group(path, code, user.f_lineno if user is not None else 0, flops, frame)
 
     def _backward(self, name: str, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         if "AccumulateGrad" in name or name.startswith(_WRAP_NODES):

@@ -63,6 +63,7 @@ class Attribution:
         self.paths = paths  # id(module) -> its dotted path in the unwrapped model ("" for the model)
         self._user: dict[Any, bool] = {}  # code -> is user code
         self._kinds: dict[Any, str] = {}
+        self._last: tuple[Any, tuple[str | None, Any, Any, bool]] | None = None
 
     def user(self, code: Any) -> bool:
         known = self._user.get(code)
@@ -86,23 +87,33 @@ class Attribution:
                 self._kinds[code] = known
         return known
 
-    def owner(self, frame: Any) -> tuple[str | None, Any, int, bool]:
-        """(innermost module's path or None, innermost user frame's code, its line, a wrap hook on the way) for
-        an operator called from `frame`. A torch module's own code (`nn.Linear.forward`) is no user frame: the
-        user frame is then the one that called it (`self.q_proj(x)` in the model's file)."""
+    def owner(self, frame: Any) -> tuple[str | None, Any, Any, bool]:
+        """(innermost module's path or None, innermost user frame, its code, a wrap hook on the way) for an
+        operator called from `frame`. A torch module's own code (`nn.Linear.forward`) is no user frame: the user
+        frame is then the one that called it (`self.q_proj(x)` in the model's file). Consecutive operators of
+        one frame share the answer (the frame is held while cached, so its identity cannot be reused)."""
+        if self._last is not None and self._last[0] is frame:
+            return self._last[1]
+        start = frame
         path: str | None = None
-        user_code, user_line, wrap = None, 0, False
-        while frame is not None and (path is None or user_code is None):
+        user, wrap = None, False
+        while frame is not None and (path is None or user is None):
             code = frame.f_code
             if path is None and code.co_name in _CALLS and code.co_filename.endswith(_MODULE_FILE):
                 path = self.paths.get(id(frame.f_locals.get("self")))
-            elif user_code is None:
+            elif user is None:
                 if self.user(code):
-                    user_code, user_line = code, frame.f_lineno
+                    user = frame
                 elif path is None and _DISTRIBUTED in code.co_filename:
                     wrap = True
             frame = frame.f_back
-        return path, user_code, user_line, wrap
+        found = (path, user, user.f_code if user is not None else None, wrap)
+        self._last = (start, found)
+        return found
+
+    def forget(self) -> None:
+        """Drop the cached frame (at the end of a measured micro-step: nothing of it is held after)."""
+        self._last = None
 
     def markers(self, frame: Any) -> list[str]:
         """What the whole stack says about compile around an operator, innermost first:
