@@ -206,6 +206,17 @@ class EagerCause(BaseModel):
     share: float = Field(description="the part of the module's eager work this cause accounts for, 0..1")
 
 
+class ChangedLines(BaseModel):
+    """One hunk of the change in a file the run imports: did it run, and how."""
+
+    file: str = Field(description="path from the repository root")
+    lines: list[int] = Field(description="the hunk's changed lines (the head's numbers)")
+    ran_compiled: int = Field(description="times a compiled graph holding an operator of these lines ran")
+    ran_eager: int = Field(description="times these lines ran as Python in the compiled run (outside graphs)")
+    ran_eager_twin: int = Field(default=0, description="times they ran in the eager twin (compile off)")
+    not_reached: list[int] = Field(default_factory=list, description="lines of the hunk no run reached")
+
+
 class CoverageEntry(BaseModel):
     """One module (repeated blocks collapsed, `layers.*`) of the coverage map."""
 
@@ -314,6 +325,10 @@ class RehearsalFacts(BaseModel):
     coverage_failures: list[str] = Field(
         default_factory=list, description="compiled targets whose hot path ran eager (`compile has no effect on X`)"
     )
+    changed_lines: list[ChangedLines] = Field(
+        default_factory=list, description="the change's hunks in files the run imports, and whether they ran"
+    )
+    changed_note: str | None = Field(default=None, description="how the changed lines were counted, what is unknown")
     specialized: list[str] = Field(
         default_factory=list, description="lines of code that fixed a size to a constant (each new size recompiles)"
     )

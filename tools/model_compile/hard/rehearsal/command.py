@@ -112,6 +112,8 @@ def execute(
     if options.base:
         extra += ["--base", options.base]
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
+    if options.base:
+        planned.spec["changed_lines"] = changed_lines(repo_root, options.base)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
     if facts.status == "not-run" and in_setup and planned.world.world_size > 1 and options.world_size is None:
@@ -142,6 +144,24 @@ def execute(
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
+
+
+def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:
+    """The Python lines the work tree changed against REV, by path from the repository root (the rehearsal
+    counts whether each ran); empty when git cannot say."""
+    from model_compile.hard.env.worktree import changed_lines as diff_lines
+    from model_compile.hard.env.worktree import resolve, toplevel
+
+    try:
+        commit, _ = resolve(repo_root, rev)
+        top = toplevel(repo_root)
+        prefix = repo_root.resolve().relative_to(top.resolve()).as_posix()
+        found = diff_lines(top, commit)
+    except (ValueError, OSError):
+        return {}
+    if prefix in ("", "."):
+        return found
+    return {p[len(prefix) + 1 :]: v for p, v in found.items() if p.startswith(prefix + "/")}
 
 
 def with_base(

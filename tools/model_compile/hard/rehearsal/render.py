@@ -123,6 +123,37 @@ def coverage_rows(facts: RehearsalFacts) -> list[str]:
     return rows
 
 
+def changed_rows(facts: RehearsalFacts) -> list[str]:
+    """Each hunk of the change the run imports: how often it ran in a compiled graph, as Python, in the eager twin."""
+    rows = []
+    for h in facts.changed_lines:
+        span = f"{h.lines[0]}-{h.lines[-1]}" if len(h.lines) > 1 else str(h.lines[0])
+        text = (
+            f"{h.file}:{span}: {h.ran_compiled}x in a compiled graph, {h.ran_eager}x as Python with compile on, "
+            f"{h.ran_eager_twin}x in the eager twin"
+        )
+        if h.not_reached:
+            text += f"; never reached: line(s) {', '.join(map(str, h.not_reached[:6]))}"
+        rows.append(text)
+    return rows
+
+
+def changed_line(facts: RehearsalFacts) -> str | None:
+    """One line for the report: the change's hunks that ran eager with compile on, or not at all."""
+    if not facts.changed_lines:
+        return None
+    eager = [h for h in facts.changed_lines if h.ran_eager and not h.ran_compiled]
+    dark = [h for h in facts.changed_lines if h.not_reached]
+    parts = [f"{len(facts.changed_lines)} hunk(s) in files the run imports"]
+    if eager:
+        parts.append(
+            f"{len(eager)} ran as Python with compile on, never in a graph ({eager[0].file}:{eager[0].lines[0]})"
+        )
+    if dark:
+        parts.append(f"{len(dark)} with lines no run reached ({dark[0].file}:{dark[0].not_reached[0]}): untested here")
+    return "the change's lines: " + "; ".join(parts)
+
+
 def base_line(facts: RehearsalFacts) -> str:
     """The base's rehearsal beside the head's, in one line: what is new with the change first."""
     groups: dict[str, list[str]] = {"new with the change": [], "already there": [], "gone with the change": []}
@@ -163,6 +194,9 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     cov = coverage_line(facts)
     if cov:
         out.append(f"{cov} {where}")
+    changed = changed_line(facts)
+    if changed:
+        out.append(f"{changed} {where}")
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
@@ -256,6 +290,9 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines += [f"  size fixed by: {shorten(s, 300)}" for s in facts.specialized[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
+    if facts.changed_lines or facts.changed_note:
+        lines.append(f"the change's lines ({facts.changed_note}):")
+        lines += [f"  {row}" for row in changed_rows(facts)]
     if facts.sync:
         lines.append(f"gradient sync: {facts.sync}")
     timing = timing_line(facts)

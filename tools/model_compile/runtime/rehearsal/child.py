@@ -118,6 +118,17 @@ def _meter(spec: dict[str, Any], twin: str) -> Any:
     return lambda model: Meter(model, compiled=twin == "compiled")
 
 
+def _changed_lines(spec: dict[str, Any]) -> dict[str, list[int]]:
+    """The change's lines to count, by the absolute path the interpreter will name their file with (the spec's
+    repository-relative paths under the repository root as given, and as resolved)."""
+    root = spec["repo_root"]
+    out: dict[str, list[int]] = {}
+    for rel, lines in (spec.get("changed_lines") or {}).items():
+        for path in {os.path.join(root, rel), os.path.realpath(os.path.join(root, rel))}:
+            out[path] = list(lines)
+    return out
+
+
 def _has_reference(spec: dict[str, Any]) -> bool:
     precision = spec.get("precision") or {}
     return bool(precision.get("reference_overrides") or precision.get("reference_dtype"))
@@ -226,10 +237,17 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         _full_precision_wrap()
     with guarded("engine", "not-run", "the process group could not be started"):
         _process_group(world)
-    if twin == "compiled" and spec.get("coverage", True):
+    wanted = _changed_lines(spec) if twin in ("eager", "compiled") else {}
+    if twin == "compiled" and (spec.get("coverage", True) or wanted):
         from model_compile.runtime.rehearsal.measure.coverage import install_graph_hook
 
-        install_graph_hook()  # before anything compiles: every graph's runs are then known
+        install_graph_hook(wanted)  # before anything compiles: every graph's runs are then known
+    counter = None
+    if wanted:
+        from model_compile.runtime.rehearsal.measure.lines import LineCounter
+
+        counter = LineCounter(wanted)
+        counter.start()  # before the recipe's modules import: a changed line at module level counts too
     engine = _engine(spec, twin, record)
     initial = _initial(spec, twin, rank)
     facts: dict[str, Any] = {}
@@ -284,6 +302,11 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     if driver.meter is not None:
         with guarded("coverage", "tool-error", "the coverage map could not be written"):
             record.phase("coverage", **driver.meter.record())
+    if counter is not None:
+        counter.stop()
+        from model_compile.runtime.rehearsal.measure.coverage import graphs_with_lines
+
+        record.phase("lines", **counter.record(), graphs=graphs_with_lines() if twin == "compiled" else [])
     if seen is not None:
         from model_compile.runtime.rehearsal.inputs.rows import STATE
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from model_compile.hard.models import RehearsalFacts, RehearsalStep
 from model_compile.hard.rehearsal.planning.plan import Plan
-from model_compile.hard.rehearsal.reading import coverage, ranks
+from model_compile.hard.rehearsal.reading import changes, coverage, ranks
 from model_compile.hard.rehearsal.reading.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.reading.sites import scan
 
@@ -234,6 +234,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             "each sharded module's hook, so the blocks between hooks compile as graphs of their own"
         )
     coverage.build(facts, recs, trace, repo, plan.spec)
+    changes.read(facts, recs, plan.spec)
     facts.fixes = fixes(facts, plan)
     ranks.other_ranks(facts, recs)
     if facts.status == "passed":

@@ -35,12 +35,16 @@ _DEPTH = [0]  # compiled graphs running on this thread
 _GRAPHS: list[dict[str, Any]] = []
 _INSTALLED: list[bool] = []
 _MEASURING = [False]
+_WANTED: dict[str, set[int]] = {}  # the change's lines (file -> line numbers), read off each graph's nodes
 _WRAP_NODES = ("PostBackward", "RegisterPostBackward", "FSDP", "_DDP")
 
 
-def install_graph_hook() -> None:
-    """Wrap every graph a backend returns from now on (idempotent): its runs mark the thread, and are counted
-    while a micro-step is measured. Installed in the compiled twin before the model is built."""
+def install_graph_hook(wanted: dict[str, list[int]] | None = None) -> None:
+    """Wrap every graph a backend returns from now on (idempotent): its runs mark the thread and are counted
+    (while a micro-step is measured, and in all), and the change's lines its operators come from are noted.
+    Installed in the compiled twin before the model is built."""
+    for path, lines in (wanted or {}).items():
+        _WANTED.setdefault(path, set()).update(lines)
     if _INSTALLED:
         return
     from torch._dynamo import output_graph
@@ -54,6 +58,7 @@ def install_graph_hook() -> None:
 
         def run(*args: Any, **kwargs: Any) -> Any:
             _DEPTH[0] += 1
+            info["calls"] += 1
             if _MEASURING[0]:
                 info["runs"] += 1
             try:
@@ -94,12 +99,21 @@ def _graph_info(output: Any, gm: Any) -> dict[str, Any]:
         if stack:
             _, cls = list(stack.values())[-1]
             classes[getattr(cls, "__name__", str(cls))] += 1
+    from model_compile.runtime.rehearsal.measure.lines import graph_lines
+
     return {
         "frame": f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})" if code is not None else "?",
         "ops": ops,
         "modules": dict(sorted(classes.items(), key=lambda kv: -kv[1])[:12]),
-        "runs": 0,
+        "runs": 0,  # while a micro-step was measured
+        "calls": 0,  # in all
+        "lines": graph_lines(gm, _WANTED) if _WANTED else [],
     }
+
+
+def graphs_with_lines() -> list[dict[str, Any]]:
+    """Each compiled graph that holds a changed line: the lines and how often the graph ran."""
+    return [{"lines": g["lines"], "calls": g["calls"]} for g in _GRAPHS if g["lines"]]
 
 
 def _mode_class() -> type:
@@ -242,7 +256,7 @@ class Meter:
         if self.compiled:
             out["groups"] = groups[:200]
             out["tree"] = self.tree
-            out["graphs"] = [g for g in _GRAPHS if g["runs"]][:200]
+            out["graphs"] = [{k: v for k, v in g.items() if k != "lines"} for g in _GRAPHS if g["runs"]][:200]
             out["graphs_compiled"] = len(_GRAPHS)
         return out
 
