@@ -21,7 +21,14 @@ from model_compile.report.models import (
     Scope,
     Verdict,
 )
-from model_compile.report.sections import compile_path_section, performance_section, placement_section
+from model_compile.report.sections import (
+    compile_path_section,
+    imports_lead,
+    neutral_lead,
+    performance_section,
+    placement_section,
+    scope_reasons,
+)
 from model_compile.review.models import DiffReport, RecipeDiff
 from model_compile.rules.base import kit_subject
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
@@ -84,9 +91,24 @@ def _errors(findings: list[ReportFinding]) -> list[ReportFinding]:
 
 
 def _verdict(
-    recipe: RecipeReport, findings: list[ReportFinding], rows: list[LayerRow], hard: HardFacts | None, hard_note: str
+    recipe: RecipeReport,
+    findings: list[ReportFinding],
+    rows: list[LayerRow],
+    hard: HardFacts | None,
+    hard_note: str,
+    diff: RecipeDiff | None = None,
 ) -> tuple[Verdict, str]:
     errors = _errors(findings)
+    neutral = diff is not None and not diff.code_changed
+    existing = ""
+    if errors and neutral and not any(f.status == "new" for f in errors):
+        # a change that reaches no code brings nothing new: its existing errors are the tree's, not the change's
+        first = errors[0]
+        existing = (
+            f"; {len(errors)} existing error finding(s), not introduced by this change "
+            f"(first {first.rule} at {first.file}:{first.line})"
+        )
+        errors = []
     if errors:
         new = [f for f in errors if f.status == "new"]
         first = (new or errors)[0]
@@ -106,6 +128,13 @@ def _verdict(
         r = introduced[0]
         return "needs changes", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "")
     lead = _unvalidated(recipe, rows, hard, hard_note)
+    if diff is not None and hard is None and not hard_note and recipe.compile_path != "none":
+        if neutral:
+            lead = neutral_lead(diff)
+        elif diff.status == "imports":
+            lead = imports_lead(diff)
+    if lead and existing:
+        lead += existing
     if failed:  # every failure is existing (on the change's base too, or with compile off): nothing is validated
         r = failed[0]
         # the reason says why it is existing ("existing: it failed on the base ..." / "not caused by compile: ...")
@@ -180,7 +209,7 @@ def recipe_section(
         placement.changes = list(diff.ledger_changes) + [
             f"config {c.where} {c.field}: {c.before!r} -> {c.after!r}" for c in diff.config_changes
         ]
-    verdict, reason = _verdict(recipe, _sorted(findings + kit_findings), rows, facts, hard_note)
+    verdict, reason = _verdict(recipe, _sorted(findings + kit_findings), rows, facts, hard_note, diff)
     raw = None
     if facts is not None:
         raw = dict(facts.raw)
@@ -189,6 +218,9 @@ def recipe_section(
         name=recipe.name,
         path=recipe.path,
         change=diff.status if diff is not None else None,
+        imports=list(diff.imports) if diff is not None else [],
+        changed_lines=dict(diff.changed_lines) if diff is not None else {},
+        code_changed=diff.code_changed if diff is not None else None,
         both_sides=diff.both_sides if diff is not None else False,
         conflicts=list(diff.conflicts) if diff is not None else [],
         verdict=verdict,
@@ -227,7 +259,8 @@ def _overall(report: ReviewReport) -> None:
         report.verdict = "nothing to review"
         if report.scope.kind == "change":
             report.verdict_reason = (
-                "the change touches no recipe and not the kit's compile (give a recipe folder to review it whole)"
+                "the change touches no recipe, no Python file a recipe's run imports, and not the kit's compile "
+                "(give a recipe folder to review it whole)"
             )
         else:
             report.verdict_reason = f"no recipe under {report.scope.path}"
@@ -278,6 +311,7 @@ def _change_scope(diff: DiffReport, path: str, recipes: list[str], notes: list[s
         kit_changes=list(diff.kit_changes),
         changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
         recipes=recipes,
+        reasons={d.name: scope_reasons(d, diff.kit_classes) for d in diff.recipes if d.name in recipes},
         notes=notes,
     )
 
