@@ -122,7 +122,8 @@ def _verdict(
             what += f" ({'all' if kit == len(errors) else kit} in the kit it calls: {', '.join(recipe.kits)})"
         message = first.message if len(first.message) <= 140 else first.message[:139] + "…"
         return "needs changes", f"{what}, first {first.rule} at {first.file}:{first.line}: {message}"
-    failed = [r for r in rows if r.status in ("failed", "timeout")]
+    # the soft layer's existing errors of a change that reaches no code are said once, below
+    failed = [r for r in rows if r.status in ("failed", "timeout") and not (existing and r.name == "soft")]
     introduced = [r for r in failed if r.existing is not True]
     if introduced:
         r = introduced[0]
@@ -196,6 +197,9 @@ def recipe_section(
         errors = len(_errors(findings))
         kit_errors = len(_errors(kit_findings))
         rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds, kit_errors, ", ".join(recipe.kits))]
+        every = _errors(findings + kit_findings)
+        if diff is not None and every and not any(f.status == "new" for f in every):
+            rows[0].existing = True  # its errors are all on the base too: the soft layer fails there as well
         if recipe_dir is not None and recipe.compile_path != "none":
             stages = touched_stages(diff) if diff is not None else None
             for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
