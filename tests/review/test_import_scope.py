@@ -186,3 +186,16 @@ def test_a_recipe_given_explicitly_is_in_scope_through_its_imports(tmp_path, cap
     report = ReviewReport.model_validate_json(capsys.readouterr().out)
     assert code == 0 and [r.change for r in report.recipes] == ["imports"]
     assert not any("reviewed whole" in n for n in report.scope.notes)
+
+
+def test_a_comment_in_the_recipes_own_engine_is_no_code_change_either(tmp_path):
+    root = _repo(tmp_path)
+    engine = "recipes/bad/engine/bad_engine.py"
+    head = _edit(root, engine, "    def prepare_model(self):\n", "    def prepare_model(self):  # builds it\n", "c")
+    report = review_path(root, base="HEAD~1", head=head)
+    (bad,) = report.recipes
+    assert bad.change == "modified" and bad.code_changed is False and bad.changed_lines == {}
+    assert bad.verdict == "not validated" and f"no code change reaches it ({engine}: comments" in bad.verdict_reason
+    readme = _edit(root, "recipes/bad/README.md", "A tiny recipe.", "A tiny recipe, reworded.", "docs")
+    (bad,) = review_path(root, base="HEAD~1", head=readme).recipes
+    assert bad.code_changed is True and bad.verdict == "needs changes"  # not a Python file: judged as before
