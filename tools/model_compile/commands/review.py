@@ -39,6 +39,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
     p.add_argument("--trace", action="store_true", help="with --hard: record TORCH_TRACE in the smoke run")
     p.add_argument(
+        "--config-name",
+        metavar="STAGE",
+        help="with --hard: the stage config the runtime layers run, without .yaml (the rehearsal takes it as "
+        "`rehearse --config-name` does, the smoke as `validate --hard --config-name`); default: the stage each "
+        "recipe's rehearsal chooses (the first that enables compile, else the heaviest wrap and data regime)",
+    )
+    p.add_argument(
         "--format",
         choices=FORMATS,
         default="markdown",
@@ -55,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.trace and not args.hard:
         raise InputError("--trace needs --hard")
+    if args.config_name is not None and not args.hard:
+        raise InputError("--config-name needs --hard (it names the stage the runtime layers run)")
+    if args.config_name is not None and (not args.config_name or "/" in args.config_name):
+        raise InputError(f"--config-name {args.config_name!r}: give a stage name, e.g. train (configs/train.yaml)")
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: not a directory")
@@ -66,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         python=args.python,
         trace=args.trace,
         out=out.resolve() if out else None,
+        config_name=args.config_name,
     )
     if out is not None:
         written = write_all(report, out)

@@ -117,17 +117,22 @@ def run_hard(
     out: Path | None,
     stages: dict[str, list[str]] | None = None,
     base_rev: str | None = None,
+    config_name: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
-    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command)."""
+    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
+    `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it."""
     from model_compile.hard.layers.runner import validate_hard
 
     reports: dict[str, Any] = {}
-    notes: dict[str, str] = {}
+    notes = _missing_stage(recipe_dirs, config_name)
     for name, recipe_dir in recipe_dirs.items():
+        if name in notes:
+            continue
         try:
             reports[name] = validate_hard(
                 recipe_dir,
+                config_name=config_name,
                 trace=trace,
                 out=(out / "hard" / name) if out else None,
                 python=python,
@@ -139,6 +144,25 @@ def run_hard(
     return reports, notes
 
 
+def _missing_stage(recipe_dirs: dict[str, Path], config_name: str | None) -> dict[str, str]:
+    """Recipes in scope without `configs/<config_name>.yaml` (their runtime layers do not run: said so);
+    bad input when no recipe in scope has it."""
+    from model_compile.hard.stages import stage_files
+
+    if not config_name or not recipe_dirs:
+        return {}
+    others = {name: sorted(stage_files(d)) for name, d in recipe_dirs.items()}
+    others = {name: stages for name, stages in others.items() if config_name not in stages}
+    if len(others) == len(recipe_dirs):
+        listed = "; ".join(f"{name}: {', '.join(stages) or 'none'}" for name, stages in sorted(others.items()))
+        raise InputError(f"--config-name {config_name}: no recipe in scope has configs/{config_name}.yaml ({listed})")
+    return {
+        name: f"hard validation not run: --config-name {config_name}: the recipe has no configs/{config_name}.yaml "
+        f"(its stages: {', '.join(stages) or 'none'})"
+        for name, stages in others.items()
+    }
+
+
 def review_path(
     path: Path,
     base: str | None = None,
@@ -147,9 +171,11 @@ def review_path(
     python: str | None = None,
     trace: bool = False,
     out: Path | None = None,
+    config_name: str | None = None,
 ) -> ReviewReport:
-    """The review report for PATH (a repository root or one recipe folder)."""
-    report = _review_path(path, base, head, hard, python, trace, out)
+    """The review report for PATH (a repository root or one recipe folder). `config_name`: with `hard`, the stage
+    the runtime layers run (the rehearsal takes it as `rehearse --config-name` does)."""
+    report = _review_path(path, base, head, hard, python, trace, out, config_name)
     report.scope.root = str(project_root(Path(path))[0])
     return report
 
@@ -162,6 +188,7 @@ def _review_path(
     python: str | None = None,
     trace: bool = False,
     out: Path | None = None,
+    config_name: str | None = None,
 ) -> ReviewReport:
     """The review report for PATH (a repository root or one recipe folder)."""
     path = Path(path)
@@ -194,8 +221,10 @@ def _review_path(
         seconds = time.monotonic() - started
         if diff is not None and (diff.recipes or diff.shared_files):
             if only is None or only in {d.name for d in diff.recipes}:
-                return _change_report(diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds)
-            return _untouched_report(diff, root, path, only, hard, head, python, trace, out)
+                return _change_report(
+                    diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds, config_name
+                )
+            return _untouched_report(diff, root, path, only, hard, head, python, trace, out, config_name)
         if diff is not None:
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
             if head is not None:  # review the revision asked for, not the working tree
@@ -209,7 +238,7 @@ def _review_path(
     hard_notes: dict[str, str] = {}
     if hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name)
     return build_tree(soft, path, hard_reports, seconds, hard_notes, notes, hard_requested=hard)
 
 
@@ -223,6 +252,7 @@ def _untouched_report(
     python: str | None,
     trace: bool,
     out: Path | None,
+    config_name: str | None = None,
 ) -> ReviewReport:
     """A recipe given explicitly that the change does not touch: reviewed whole, every finding existing."""
     started = time.monotonic()
@@ -239,11 +269,11 @@ def _untouched_report(
         }
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out)
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name)
     report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, [], hard_requested=hard)
     note = (
-        f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only}: it is reviewed whole "
-        "(its findings are existing ones)"
+        f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only} nor any Python file its run "
+        "imports: it is reviewed whole (its findings are existing ones)"
     )
     return as_untouched(report, diff, str(path), note)
 
@@ -260,6 +290,7 @@ def _change_report(
     trace: bool,
     out: Path | None,
     seconds: float,
+    config_name: str | None = None,
 ) -> ReviewReport:
     names = {only} if only else None
     hard_reports: dict[str, Any] = {}
@@ -275,7 +306,9 @@ def _change_report(
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
             stages = {d.name: touched_stages(d) for d in diff.recipes}
             base_rev = diff.base.commit or None
-            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages, base_rev=base_rev)
+            hard_reports, hard_notes = run_hard(
+                dirs, python, trace, out, stages, base_rev=base_rev, config_name=config_name
+            )
     report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
     if hard_reports and diff.merge is not None:
         report.notes.append(

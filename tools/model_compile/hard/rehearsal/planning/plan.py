@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
-from model_compile.hard.rehearsal.planning.data_plan import DataPlan, plan_data
+from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data
 from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, plan_model
 from model_compile.hard.rehearsal.planning.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
@@ -76,7 +76,8 @@ def load_stage(path: Path) -> dict[str, Any]:
 def choose_stage(
     recipe: RecipeReport, recipe_root: Path, asked: str | None, conftest_default: str | None
 ) -> tuple[str, str]:
-    """(stage, why): the one asked for, else the first that enables compile, else the tests' default, else the first."""
+    """(stage, why): the one asked for, else the first that enables compile, else - among several - the one whose
+    wrap and data regime are the heaviest (the tests' default when it is among those), else the only one."""
     stages = sorted(stage_files(recipe_root))
     if asked:
         if asked not in stages:
@@ -87,9 +88,69 @@ def choose_stage(
     enabling = [s.name for s in recipe.config.stages if s.values.get("enabled") is True and s.name in stages]
     if enabling:
         return enabling[0], "the first stage that enables compile"
+    if len(stages) == 1:
+        if conftest_default in stages:
+            return str(conftest_default), "the recipe tests' default --config-name"
+        return stages[0], "the only stage file (it does not enable compile; the rehearsal turns compile on)"
+    files = stage_files(recipe_root)
+    weights = {name: _weight(files[name]) for name in stages}
+    top = max(w[0] for w in weights.values())
+    heaviest = [name for name in stages if weights[name][0] == top]
+    what = f"no stage enables compile; of the {len(stages)} stages"
+    if conftest_default in heaviest:
+        tie = f" (tied with {', '.join(n for n in heaviest if n != conftest_default)})" if len(heaviest) > 1 else ""
+        return str(conftest_default), (
+            f"the recipe tests' default --config-name, and {what} the heaviest wrap and data regime"
+            f"{tie}: {weights[str(conftest_default)][1]}"
+        )
+    chosen = heaviest[0]
+    tie = f" (tied with {', '.join(heaviest[1:])}: the first by name)" if len(heaviest) > 1 else ""
+    why = f"{what} it has the heaviest wrap and data regime{tie}: {weights[chosen][1]}"
     if conftest_default in stages:
-        return str(conftest_default), "the recipe tests' default --config-name"
-    return stages[0], "the first stage file (none enables compile; pass --config-name for another)"
+        why += (
+            f"; the recipe tests' default --config-name {conftest_default} was not taken, it is lighter: "
+            f"{weights[str(conftest_default)][1]}"
+        )
+    return chosen, why + " (pass --config-name for another)"
+
+
+def _weight(path: Path) -> tuple[tuple[int, int, int], str]:
+    """((wrap, gradient accumulation, sequence length), in words) of one stage YAML: a sharded mesh (FSDP2 block by
+    block, `shard` > 1 or -1) weighs more than a replicated one (DDP), which weighs more than one rank; then more
+    micro-steps per optimizer step, then a longer `max_seq_len`. A file that does not load weighs least."""
+    try:
+        paths = dict(_walk(load_stage(path)))
+    except NotPlanned:
+        return (-1, 0, 0), "does not load"
+    mesh = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if ".mesh." in f".{k}" and isinstance(v, int)}
+    spans = {k: isinstance(v, int) and not isinstance(v, bool) and (v > 1 or v == -1) for k, v in mesh.items()}
+    wrap, words = (
+        (2, f"sharded (mesh shard {mesh['shard']})")
+        if spans.get("shard")
+        else (1, f"replicated (mesh replicate {mesh['replicate']}, shard {mesh.get('shard', 1)})")
+        if spans.get("replicate")
+        else (0, "one rank (no mesh dimension above 1)")
+    )
+    leaves = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if _is_int(v)}
+    accumulation, acc_words = 1, "no gradient accumulation setting"
+    ga, gbs, batch = (
+        leaves.get("gradient_accumulation_steps"),
+        leaves.get("global_batch_size"),
+        leaves.get("batch_size"),
+    )
+    if ga is not None and ga >= 1:
+        accumulation, acc_words = ga, f"gradient_accumulation_steps {ga}"
+    elif ga == -1 and gbs:
+        accumulation = max(1, gbs // max(1, batch or 1))
+        acc_words = f"accumulation from global_batch_size {gbs} / batch_size {batch or 1} (on one data-parallel rank)"
+    seq_key = next((k for k in paths if k.rsplit(".", 1)[-1] in SEQ_LEAVES and _is_int(paths[k])), None)
+    seq = int(paths[seq_key]) if seq_key else 0
+    seq_words = f"{seq_key.rsplit('.', 1)[-1]} {seq}" if seq_key else "no sequence length setting"
+    return (wrap, accumulation, seq), f"{words}, {acc_words}, {seq_words}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _recipe_mentions(recipe_root: Path, words: tuple[str, ...]) -> set[str]:
