@@ -75,9 +75,11 @@ def _without_switch(text: str | None) -> object:
 
 
 def only_the_switch(top: Path, commit: str) -> list[str] | None:
-    """The files where the work tree differs from COMMIT when every difference is documentation or a stage YAML's
-    compile switch (the rehearsal turns compile on itself, so the base's run would be this same run); else None."""
+    """The files where the work tree differs from COMMIT when every difference is documentation, comments or
+    docstrings in Python (the same code: its AST, docstrings removed, is equal), or a stage YAML's compile switch
+    (the rehearsal turns compile on itself): the base's run would be this same run. Else None."""
     from model_compile.hard.env.worktree import changed_paths, show
+    from model_compile.parse.python import code_changed
 
     try:
         paths = changed_paths(top, commit)
@@ -86,13 +88,24 @@ def only_the_switch(top: Path, commit: str) -> list[str] | None:
     for path in paths:
         if path.endswith(_DOCS):
             continue
-        if not path.endswith((".yaml", ".yml")) or not (top / path).is_file():
+        if not (top / path).is_file():
             return None
         try:
             before, after = show(top, commit, path), (top / path).read_text(encoding="utf-8")
-            if before is None or _without_switch(before) != _without_switch(after):
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        if before is None:
+            return None
+        if path.endswith(".py"):
+            if code_changed(before.encode(), after.encode()):
                 return None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+            continue
+        if not path.endswith((".yaml", ".yml")):
+            return None
+        try:
+            if _without_switch(before) != _without_switch(after):
+                return None
+        except yaml.YAMLError:
             return None
     return paths
 

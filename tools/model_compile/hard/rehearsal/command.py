@@ -196,10 +196,12 @@ def with_base(
         what = f"only in {', '.join(same[:4])}{' ...' if len(same) > 4 else ''}" if same else "in no file"
         facts.base_rev = rev
         facts.versus_base = [
-            f"the base ({rev}) differs from what was rehearsed {what}: documentation or a stage's compile switch, "
-            "which the rehearsal sets itself, so the base's rehearsal would be this same run (not run again): "
-            "everything measured here is already there at the base with compile on"
+            f"the base ({rev}) differs from what was rehearsed {what}: documentation, comments or docstrings, or a "
+            "stage's compile switch, which the rehearsal sets itself, so the base's rehearsal would be this same run "
+            "(not run again): nothing is new with the change, everything measured here is already there at the base"
         ]
+        if facts.status == "failed":
+            facts.existing = True  # the same run fails at the base: not the change's failure
         return
     key = base.cache_key(tree, str(rel), options, interp.path)
     base_facts = base.load(key)
