@@ -374,6 +374,9 @@ class RehearsalFacts(BaseModel):
         default=None,
         description="failed on the base too with nothing made worse (true), or failed because of the change",
     )
+    answered_by: str | None = Field(
+        default=None, description="the recipe whose rehearsal of the same question these facts are (not run again)"
+    )
 
     @property
     def recompiles(self) -> list[str]:

@@ -118,17 +118,24 @@ def run_hard(
     stages: dict[str, list[str]] | None = None,
     base_rev: str | None = None,
     config_name: str | None = None,
+    questions: dict[str, str | None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
     `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
-    `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it."""
+    `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it;
+    `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.command.question): a recipe
+    whose question an earlier one asked takes that rehearsal's answer instead of running it again."""
     from model_compile.hard.layers.runner import validate_hard
 
     reports: dict[str, Any] = {}
     notes = _missing_stage(recipe_dirs, config_name)
+    asked: dict[str, str] = {}  # question -> the recipe that rehearsed it
     for name, recipe_dir in recipe_dirs.items():
         if name in notes:
             continue
+        question = (questions or {}).get(name)
+        first = asked.get(question) if question else None
+        facts = reports[first].rehearsal if first and first in reports else None
         try:
             reports[name] = validate_hard(
                 recipe_dir,
@@ -138,9 +145,13 @@ def run_hard(
                 python=python,
                 stages=(stages or {}).get(name),
                 base_rev=base_rev,
+                answered_by=(f"recipes/{first}", facts) if first and facts is not None and facts.steps else None,
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
+            continue
+        if question and question not in asked:
+            asked[question] = name
     return reports, notes
 
 
@@ -278,6 +289,18 @@ def _untouched_report(
     return as_untouched(report, diff, str(path), note)
 
 
+def _question(recipe: Any, recipe_dir: Path, config_name: str | None, changed: list[str]) -> str | None:
+    """What the recipe's rehearsal asks of the change (None: it is rehearsed on its own)."""
+    from model_compile.hard.env.recipe import resolve_recipe
+    from model_compile.hard.rehearsal import command as rehearse
+
+    try:
+        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
+    except InputError:
+        return None
+    return rehearse.question(recipe, recipe_root, repo_root, rehearse.Options(config_name=config_name), changed)
+
+
 def _change_report(
     diff: DiffReport,
     head_report: Report | None,
@@ -306,8 +329,10 @@ def _change_report(
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
             stages = {d.name: touched_stages(d) for d in diff.recipes}
             base_rev = diff.base.commit or None
+            changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
+            questions = {r.name: _question(r, root / r.path, config_name, changed.get(r.name, [])) for r in recipes}
             hard_reports, hard_notes = run_hard(
-                dirs, python, trace, out, stages, base_rev=base_rev, config_name=config_name
+                dirs, python, trace, out, stages, base_rev=base_rev, config_name=config_name, questions=questions
             )
     report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
     if hard_reports and diff.merge is not None:

@@ -243,5 +243,8 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
             f"compiled share of the forward work: head {head.compiled_share:.0%}, base {base.compiled_share:.0%}"
         )
     if head.first_step_s is not None and base.first_step_s is not None:
-        out.append(f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model)")
+        out.append(
+            f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model; the base "
+            "reused the head's Inductor cache when it ran after it)"
+        )
     return out

@@ -146,6 +146,61 @@ def execute(
     return facts, cmd
 
 
+def question(
+    recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options, changed: list[str]
+) -> str | None:
+    """What this recipe's rehearsal asks of a change, as a key: the changed files its run imports, its compile
+    path and call, the stage's architecture, depth, wrap, data regime and backend. Two recipes with one key ask
+    the same question, and one rehearsal answers both. None when the recipe cannot be planned (it is then
+    rehearsed on its own)."""
+    import json
+
+    if recipe is None or not changed:
+        return None
+    conv = test_options.read(recipe_root, repo_root)
+    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
+    try:
+        planned = plan(
+            recipe,
+            recipe_root,
+            repo_root,
+            Path(tempfile.gettempdir()) / "model-compile-question",
+            stage=options.config_name,
+            conftest_default=default if isinstance(default, str) else None,
+            backend=options.backend,
+            steps=options.steps,
+            model_config=options.model_config,
+            world_size=options.world_size,
+        )
+    except NotPlanned:
+        return None
+    call = (planned.compile_call or "").split(": ", 1)[-1]
+    return json.dumps(
+        {
+            "changed": sorted(changed),
+            "compile": [recipe.compile_path, call, sorted(planned.spec.get("targets") or [])],
+            "model": [planned.model.model_type, planned.model.depth, planned.model.source.split(" from ", 1)[0]],
+            "wrap": [planned.world.wrap, planned.world.world_size],
+            "data": [planned.data.mode, planned.data.regime, planned.data.max_seq_len, planned.data.accumulation],
+            "backend": [planned.backend, planned.mode, planned.steps],
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
+def answered(facts: RehearsalFacts, by: str) -> RehearsalFacts:
+    """Another recipe's rehearsal, given as this recipe's answer: the same facts, saying whose they are."""
+    copy = facts.model_copy(deep=True)
+    copy.answered_by = by
+    copy.notes.insert(
+        0,
+        f"not rehearsed again: the change reaches this recipe as it reaches {by} (the same changed files, compile "
+        f"path, architecture, depth, wrap, data regime and backend), so {by}'s rehearsal answers for both",
+    )
+    return copy
+
+
 def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:
     """The Python lines the work tree changed against REV, by path from the repository root (the rehearsal
     counts whether each ran); empty when git cannot say."""
@@ -221,6 +276,7 @@ def with_base(
                     f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary "
                     "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
                 )
+                _share_compile_cache(out_dir, out_dir / "base")
                 base_facts, _ = execute(
                     found,
                     recipe_b,
@@ -236,6 +292,20 @@ def with_base(
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
     base.apply(facts, base_facts, rev)
+
+
+def _share_compile_cache(head: Path, base: Path) -> None:
+    """The base's rehearsal reuses the head's Inductor cache (what compiles the same on both sides is not compiled
+    again); its first-step time is then no cold-start figure, and the comparison says so."""
+    cache = head / "inductor-cache"
+    link = base / "inductor-cache"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(cache, target_is_directory=True)
+    except OSError:
+        pass
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:

@@ -166,6 +166,21 @@ def _skip_reason(label: str, ctx: _Context) -> str | None:
     return ctx.scan.failed.get((frame["name"], path, int(first))) if first.isdigit() else None
 
 
+def _break_in(frame_site: str, ctx: _Context) -> Any:
+    """The graph break inside a skipped frame: the first break site of its file at or after its first line."""
+    path, _, first = frame_site.rpartition(":")
+    if not first.isdigit():
+        return None
+    inside = [
+        g
+        for g in ctx.scan.sites
+        if g.site.rpartition(":")[0] == path
+        and g.site.rpartition(":")[2].isdigit()
+        and int(g.site.rpartition(":")[2]) >= int(first)
+    ]
+    return min(inside, key=lambda g: int(g.site.rpartition(":")[2]), default=None)
+
+
 def _cause(group: dict[str, Any], ctx: _Context) -> tuple[str, str, str]:
     """(cause, site, kind) of one group of eager operators.
 
