@@ -84,7 +84,11 @@ def test_a_frame_that_recompiles_per_layer_fails_and_names_the_fix(static: Rehea
     assert static.world_size == 1 and static.precision == "fp32 (optim.mixed_precision)"
     assert "float64 reference" in (static.parity_rule or "")  # an fp32 recipe: the reference runs in float64
     assert any("forward_with_checkpointing" in h for h in static.limit_hits)
-    assert any("use_cache=False" in f and "engine/lm_static_engine.py:" in f for f in static.fixes)
+    cache = next(f for f in static.fixes if "use_cache=False" in f.fix)
+    assert "engine/lm_static_engine.py:" in cache.fix
+    # tried by a rerun with the model called with use_cache=False: proven (the per-layer variants are gone)
+    assert cache.tried == "proven", cache.reason
+    assert cache.figures["limit_hits"][1] == 0 and cache.figures["parity"] == "within the bound"
 
 
 def test_the_torch_compile_wrapper_fails_on_changed_keys(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -217,6 +217,28 @@ class ChangedLines(BaseModel):
     not_reached: list[int] = Field(default_factory=list, description="lines of the hunk no run reached")
 
 
+class Fix(BaseModel):
+    """A fix the rehearsal read off a root cause: what to change, and whether a rerun with it proved it."""
+
+    fix: str = Field(description="what to change, with the line or the generate command")
+    cause: str = Field(default="", description="the root cause it answers, with its site")
+    tried: Literal["proven", "disproven", "not tried"] = Field(
+        description="proven: a rerun with it (same batches) removed what it aims at with parity held and keys "
+        "unchanged; disproven: the rerun did not; not tried: it could not be tried here (the reason says why)"
+    )
+    reason: str | None = Field(default=None, description="what the rerun showed, or why it was not tried")
+    status: str | None = Field(default=None, description="the rerun's own rehearsal status")
+    figures: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the rerun's figures beside the rehearsal's: limit hits, recompiles, compiled share, parity, keys",
+    )
+    shared_code: bool = Field(default=False, description="the edit is in code outside the recipe (shared code)")
+    override: dict[str, Any] = Field(
+        default_factory=dict, description="the run-time change the rerun applied (runtime/rehearsal/override.py)"
+    )
+    aims: list[str] = Field(default_factory=list, description="what it must improve: limit_hits, recompiles, coverage")
+
+
 class CoverageEntry(BaseModel):
     """One module (repeated blocks collapsed, `layers.*`) of the coverage map."""
 
@@ -325,6 +347,12 @@ class RehearsalFacts(BaseModel):
     coverage_failures: list[str] = Field(
         default_factory=list, description="compiled targets whose hot path ran eager (`compile has no effect on X`)"
     )
+    block_parts: dict[str, list[str]] = Field(
+        default_factory=dict, exclude=True, description="each repeated-block group: its parts carrying its work"
+    )
+    specialized_at: list[dict[str, str]] = Field(
+        default_factory=list, exclude=True, description="the trace's size specializations, as read"
+    )
     changed_lines: list[ChangedLines] = Field(
         default_factory=list, description="the change's hunks in files the run imports, and whether they ran"
     )
@@ -337,7 +365,9 @@ class RehearsalFacts(BaseModel):
     graph_break_site_count: int = Field(default=0, description="distinct file:line sites of those breaks")
     ranks: list[str] = Field(default_factory=list, description="per rank: graphs, recompiles, limit hits")
     sync: str | None = Field(default=None, description="gradient sync on micro-steps that should not sync")
-    fixes: list[str] = Field(default_factory=list, description="the fix the rehearsal recognises, and how to prove it")
+    fixes: list[Fix] = Field(
+        default_factory=list, description="fixes read off the root causes, each tried by a rerun or said not tried"
+    )
     first_step_s: float | None = None
     steady_step_s: float | None = None
     steady_steps: int | None = Field(
@@ -376,6 +406,9 @@ class RehearsalFacts(BaseModel):
     )
     answered_by: str | None = Field(
         default=None, description="the recipe whose rehearsal of the same question these facts are (not run again)"
+    )
+    fix_applied: list[str] = Field(
+        default_factory=list, description="a fix's rerun: what its override changed in the run, as the child saw it"
     )
 
     @property

@@ -115,6 +115,7 @@ def execute(
     if options.base:
         planned.spec["changed_lines"] = changed_lines(repo_root, options.base)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
+    used, used_dir = planned, out_dir
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
     if facts.status == "not-run" and in_setup and planned.world.world_size > 1 and options.world_size is None:
         # the stage's multi-rank wrap may need what a CPU lacks (an NCCL-only call, a device assert): one rank
@@ -139,7 +140,13 @@ def execute(
                 "one rank instead, so its multi-rank wrap is not exercised",
             )
             facts = single
+            used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
+    if facts.fixes:
+        from model_compile.hard.rehearsal import trials
+
+        trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s)
+        rehearsal.write_summary(facts, used_dir)
     if options.base:
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it

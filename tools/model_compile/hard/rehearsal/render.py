@@ -7,7 +7,7 @@ compiled twin's and the eager twin's, against the same reference.
 
 from __future__ import annotations
 
-from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.models import Fix, RehearsalFacts
 from model_compile.hard.rehearsal.reading.fixes import readable_guard, shorten
 
 __all__ = ["backend_line", "instead_of_inductor", "readable_guard", "summary_lines", "text"]
@@ -154,6 +154,16 @@ def changed_line(facts: RehearsalFacts) -> str | None:
     return "the change's lines: " + "; ".join(parts)
 
 
+def fix_line(fix: Fix) -> str:
+    """A fix with what its rerun showed: proven or disproven (its figures), or not tried (why)."""
+    if fix.tried == "proven":
+        return f"fix (proven by a rerun: {fix.reason}): {fix.fix}"
+    if fix.tried == "disproven":
+        return f"tried, did not help ({fix.reason}): {fix.fix}"
+    why = (fix.reason or "").removeprefix("not tried: ").removeprefix("not tried ")
+    return f"fix, not tried{f' ({why})' if why else ''}: {fix.fix}"
+
+
 def base_line(facts: RehearsalFacts) -> str:
     """The base's rehearsal beside the head's, in one line: what is new with the change first."""
     groups: dict[str, list[str]] = {"new with the change": [], "already there": [], "gone with the change": []}
@@ -180,7 +190,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     out = [base_line(facts)] if facts.versus_base else []
     out += [f"FAILED: {readable_guard(p, 400)} {where}" for p in facts.problems]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
-    out += [f"fix: {f}" for f in facts.fixes]
+    out += [fix_line(f) for f in facts.fixes]
     model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     # the facts a reader needs first lead each line (the text view cuts a long line at its end)
@@ -311,7 +321,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
     for problem in facts.problems[1:6]:
         lines.append(f"also: {readable_guard(problem)}")
     for fix in facts.fixes:
-        lines.append(f"fix: {fix}")
+        lines.append(fix_line(fix))
     for note in facts.notes:
         lines.append(f"note: {note}")
     for line in facts.versus_base:

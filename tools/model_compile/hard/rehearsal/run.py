@@ -93,9 +93,18 @@ def clear_stale(out_dir: Path) -> None:
 
 
 def run(
-    plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float, label: str
+    plan: Plan,
+    interp: Interpreter,
+    env: dict[str, str],
+    out_dir: Path,
+    timeout_s: float,
+    label: str,
+    done: dict[str, list[dict[str, Any]]] | None = None,
+    only: list[str] | None = None,
 ) -> RehearsalFacts:
-    """Run every child; read their records and the compiled twin's trace into the facts."""
+    """Run every child; read their records and the compiled twin's trace into the facts. `done`: the records of
+    twins that already ran and `only` the twins to run (a fix's rerun runs the compiled twin alone, against the
+    rehearsal's other twins)."""
     clear_stale(out_dir)
     spec = plan.spec
     spec_path = out_dir / "spec.json"
@@ -106,8 +115,8 @@ def run(
     facts = judge.planned_facts(plan, label, out_dir, LIMITS)
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     world = plan.world.world_size
-    records: dict[str, list[dict[str, Any]]] = {}
-    twins = ["reference", "eager", "compiled"]
+    records: dict[str, list[dict[str, Any]]] = dict(done or {})
+    twins = list(only or ["reference", "eager", "compiled"])
     server = _fork_server(interp, repo, env, out_dir, world, facts)
     facts.server_start_s = server.ready_s if server is not None else None
     try:

@@ -129,6 +129,12 @@ def _changed_lines(spec: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
+def _twins_dir(spec: dict[str, Any]) -> Path:
+    """Where the other twins' records and tensors are: the rehearsal's folder, also for a fix's compiled rerun
+    that writes its own records elsewhere."""
+    return Path(spec.get("twins_dir") or spec["out_dir"])
+
+
 def _has_reference(spec: dict[str, Any]) -> bool:
     precision = spec.get("precision") or {}
     return bool(precision.get("reference_overrides") or precision.get("reference_dtype"))
@@ -140,7 +146,7 @@ def _initial(spec: dict[str, Any], twin: str, rank: int) -> Any:
     if twin == "reference" or (twin == "eager" and not _has_reference(spec)):
         return None  # the first twin to run starts from the recipe's own init
     first = "reference" if _has_reference(spec) else "eager"
-    path = Path(spec["out_dir"]) / f"init-{first}-rank{rank}.pt"
+    path = _twins_dir(spec) / f"init-{first}-rank{rank}.pt"
     return torch.load(path) if path.exists() else None
 
 
@@ -257,6 +263,8 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.requires_grad})
         facts["trainable_dtypes"] = dtypes
         facts["keys"] = key_facts(model)
+        if fix:
+            facts["fix"] = {"asked": fix, "applied": list(driver.fix_applied)}
         if initial is None:
             facts["initial_weights"] = "the recipe's own init (this twin runs first)"
         elif driver.copied:
@@ -269,7 +277,8 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
 
     feed = Feed(spec)
     wide = torch.float64 if twin == "reference" and spec["precision"].get("reference_dtype") == "float64" else None
-    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide, meter=_meter(spec, twin))
+    fix = spec.get("fix") if twin == "compiled" else None
+    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide, meter=_meter(spec, twin), fix=fix)
     t0 = time.perf_counter()
     phase = "train"
     try:
@@ -343,7 +352,7 @@ def judge(spec: dict[str, Any], rank: int, record: Record, mine: dict[str, Any])
     from model_compile.runtime.rehearsal.measure.model_facts import compare_keys
     from model_compile.runtime.rehearsal.measure.parity import compare
 
-    out = Path(spec["out_dir"])
+    out = _twins_dir(spec)
     with guarded("parity", "tool-error", "the twins' records could not be compared"):
         eager_record = json.loads((out / f"record-eager-rank{rank}.json").read_text(encoding="utf-8"))
         keys = compare_keys(eager_record["phases"]["model"]["keys"], record.data["phases"]["model"]["keys"])

@@ -79,8 +79,11 @@ class Driver:
         feed: Any,
         wide: Any = None,
         meter: Any = None,
+        fix: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
+        self.fix = fix or {}  # one override a fix trial applies (runtime/rehearsal/override.py)
+        self.fix_applied: list[str] = []
         self.make_meter = meter  # model -> a coverage Meter (measure/coverage.py), or None: coverage not measured
         self.meter: Any = None
         self.wide = wide  # the float64 reference: the model built in this dtype, its floating inputs cast to it
@@ -137,7 +140,14 @@ class Driver:
                     torch.set_default_dtype(before)
                 model.register_forward_pre_hook(_cast_inputs(self.wide), with_kwargs=True)
             else:
-                model = original(*args, **kwargs)
+                from model_compile.runtime.rehearsal import override
+
+                with override.compile_calls(self.fix) as done:
+                    model = original(*args, **kwargs)
+                self.fix_applied += done
+                for applied in (override.compile_targets(model, self.fix), override.call_kwargs(model, self.fix)):
+                    if applied:
+                        self.fix_applied.append(applied)
             self.model = model
             self._names = {id(p): _strip(n) for n, p in model.named_parameters()}
             self._start_from(model)
@@ -174,6 +184,10 @@ class Driver:
             self.watch.snapshot()
             # the coverage map is measured on the micro-steps of the last optimizer step, after any limit hit
             measured = self.meter is not None and before == self.steps - 1
+            if self.fix.get("mark_dynamic"):
+                from model_compile.runtime.rehearsal.override import mark_dynamic
+
+                mark_dynamic(data, self.fix)
             t0 = time.perf_counter()
             with self.meter.measure(len(self.micro)) if measured else contextlib.nullcontext():
                 out = original(ctx, *args, **kwargs)

@@ -52,6 +52,7 @@ class Plan:
     compile_call: str | None = None  # file:line and text of the compile call (for the advice)
     compile_kwargs: dict[str, str] = field(default_factory=dict)
     forward_step: str | None = None  # file:line of the recipe's forward_step
+    model_var: str = "model"  # what prepare_model() calls the model it compiles (generate's targets start with it)
 
 
 def _walk(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -381,6 +382,7 @@ def plan(
         ),
         compile_kwargs=dict(compile_event.arguments or {}) if compile_event else {},
         forward_step=f"{_repo_relative(engine_file, repo_root)}:{fwd}" if fwd else None,
+        model_var=next((p.module.split(".")[0] for p in scope.parts if p.kind == "whole-model"), "model") or "model",
     )
 
 

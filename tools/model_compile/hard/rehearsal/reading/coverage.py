@@ -368,6 +368,14 @@ def build(
                 )
             )
     facts.compiled_share = round(_share(root.total, root.eager)[0], 3)
+    for name, node in nodes.items():
+        if node.repeated and name.endswith("*") and node.total[index] > 0:
+            parts = [
+                child
+                for child, sub in nodes.items()
+                if child.rpartition(".")[0] == name and sub.total[index] >= 0.1 * node.total[index]
+            ]
+            facts.block_parts[name] = sorted(parts)
     bw_total, bw_eager = eager_rec.get("backward") or [0, 0], compiled_rec.get("backward") or [0, 0]
     if bw_total[0] or bw_total[1]:
         facts.backward_compiled_share = round(_share(list(map(float, bw_total)), list(map(float, bw_eager)))[0], 3)

@@ -1,10 +1,11 @@
-"""Guards made readable, and the fixes the rehearsal recognises in what it saw, each with the command that proves it."""
+"""Guards made readable, and the fixes read off the root causes the rehearsal found (tried by hard/rehearsal/trials.py)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.models import Fix, RehearsalFacts
 from model_compile.hard.rehearsal.planning.plan import Plan
 
 _CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
@@ -49,37 +50,129 @@ def readable_guard(text: str, width: int | None = None) -> str:
     return shorten(text, width) if width else " ".join(text.split())
 
 
-def fixes(facts: RehearsalFacts, plan: Plan) -> list[str]:
-    """The fixes the rehearsal recognises in what it saw, each with the command that proves it."""
-    out: list[str] = []
+_SOURCE = re.compile(r"^L\['(?P<key>\w+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
+_GUARD_INPUT = re.compile(r"tensor '(?:\w+\[')?(?P<key>\w+)(?:'\])?' size mismatch at index (?P<dim>\d+)")
+_DATA_BRANCH = re.compile(r"data-dependent branching|data dependent|generic_jump|jump with", re.I)
+
+
+def _shared(site: str, plan: Plan) -> bool:
+    """The site lies outside the recipe's own folder (shared code, or a library)."""
+    recipe = Path(str(plan.spec["recipe_root"])).resolve()
+    repo = Path(str(plan.spec["repo_root"])).resolve()
+    try:
+        rel = recipe.relative_to(repo).as_posix()
+    except ValueError:
+        rel = recipe.name
+    return not site.startswith(rel + "/")
+
+
+def _where(site: str, plan: Plan) -> str:
+    if site.startswith("library "):
+        return f"{site} (a library: change it through the code that calls it, or upstream)"
+    if _shared(site, plan):
+        return f"{site} (shared code outside the recipe: the repository's rules may ask its owners first)"
+    return site
+
+
+def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
+    """The fixes read off the root causes the rehearsal found. A fix that can be applied at run time carries its
+    `override` and what it aims at; the trials (hard/rehearsal/trials.py) rerun the compiled twin with it and
+    mark it proven or disproven. The others are `not tried`, with the reason."""
+    out: list[Fix] = []
+    recipe = str(plan.spec["recipe_root"])
+    rerun = f"model-compile rehearse {recipe} --config-name {plan.stage}"
     guards = [r for s in facts.steps for r in s.recompiles] + [h for s in facts.steps for h in s.limit_hits]
-    rerun = f"model-compile rehearse {plan.spec['recipe_root']} --config-name {plan.stage}"
     if any(_CACHE_GUARD.search(g) and "layers[" in g for g in guards):
         where = f" in {plan.forward_step}" if plan.forward_step else ""
         out.append(
-            "a per-layer KV-cache guard (each decoder layer adds a variant): pass use_cache=False to the model call "
-            f"of the training forward{where}; then `{rerun}` shows whether the frame settles"
+            Fix(
+                fix=f"pass use_cache=False to the model call of the training forward{where}",
+                cause="a per-layer KV-cache guard: each decoder layer adds a compiled variant until the limit",
+                tried="not tried",
+                override={"call_kwargs": {"use_cache": False}},
+                aims=["limit_hits", "recompiles"],
+            )
         )
-    sized = [g for g in guards if _SIZE_GUARD.search(g)]
+    sized = [g for g in guards if _SIZE_GUARD.search(g)] + [n for n in facts.near_limit if "new input size" in n]
     dynamic = str(plan.compile_kwargs.get("dynamic", "")).strip()
     if sized and dynamic == "False":
         out.append(
-            f"the compile call hard-codes dynamic=False ({plan.compile_call}): every new length is a new variant; "
-            f"drop it (or take it from the stage config) and rerun `{rerun}`"
+            Fix(
+                fix=f"drop dynamic=False from the compile call ({plan.compile_call}), or take it from the stage config",
+                cause="the compile call hard-codes dynamic=False: every new length is a new variant",
+                tried="not tried",
+                override={"drop_compile_kwargs": ["dynamic"]},
+                aims=["recompiles", "limit_hits"],
+            )
         )
-    limited = [h for s in facts.steps for h in s.limit_hits if _SIZE_GUARD.search(h)]
-    limited += [n for n in facts.near_limit if "new input size" in n]
-    if limited and dynamic != "False":
+    if sized:
+        for spec in facts.specialized_at[:2]:  # the line that fixed the size, where the trace names one
+            out.append(
+                Fix(
+                    fix=f"change {_where(spec['site'], plan)} so that it does not turn {spec['source'] or 'a size'} "
+                    f"into a Python number (`{spec['loc']}`): a loop or a `.tolist()` over a tensor's size fixes the "
+                    "size, and each new length compiles again; keep it a tensor operation",
+                    cause=f"{spec['site']} fixes {spec['source'] or 'a size'} to a constant ({spec['expr']})",
+                    tried="not tried",
+                    reason="a change to the code itself: the rehearsal cannot try it for you",
+                    shared_code=_shared(spec["site"], plan),
+                )
+            )
+        inputs = sorted(
+            {(m["key"], int(m["dim"])) for spec in facts.specialized_at if (m := _SOURCE.match(spec["source"] or ""))}
+            | {(m["key"], int(m["dim"])) for g in sized if (m := _GUARD_INPUT.search(g))}
+        )
+        if inputs:
+            marks = ", ".join(f"torch._dynamo.mark_dynamic(batch[{k!r}], {d})" for k, d in inputs)
+            out.append(
+                Fix(
+                    fix=f"mark the length dynamic before the forward ({marks})",
+                    cause="a frame recompiles per input length",
+                    tried="not tried",
+                    override={"mark_dynamic": [[k, d] for k, d in inputs]},
+                    aims=["recompiles", "limit_hits"],
+                )
+            )
+    for group, parts in facts.block_parts.items():
+        hot = any(f"compile has no effect on {group} " in p for p in facts.coverage_failures)
+        checkpointed = any(c.kind == "checkpoint" for e in facts.coverage if e.module == group for c in e.eager_causes)
+        if parts and (hot or (sized and checkpointed)) and not any(f.override.get("compile_targets") for f in out):
+            targets = list(parts)
+            flags = " ".join(f"--target {plan.model_var}.{t}" for t in targets)
+            out.append(
+                Fix(
+                    fix=f"compile each block's {', '.join(p.rsplit('.', 1)[-1] for p in parts)} inside its "
+                    f"checkpoint instead of the whole model: `model-compile generate {recipe} --path regional {flags} "
+                    "--write`",
+                    cause=f"{group} runs eager under the whole-model compile"
+                    + (" (activation checkpointing runs it with compile off)" if checkpointed else ""),
+                    tried="not tried",
+                    override={"compile_targets": targets},
+                    aims=["coverage", "limit_hits", "recompiles"],
+                )
+            )
+    branches = [
+        g for g in facts.graph_break_sites if _DATA_BRANCH.search(g.reason) and not g.site.startswith("library ")
+    ]
+    for brk in branches[:2]:
         out.append(
-            "a frame recompiles per sequence length until the limit: mark the length dynamic before the forward "
-            "(torch._dynamo.mark_dynamic(batch['input_ids'], 1)) or compile per block "
-            f"(`model-compile generate {plan.spec['recipe_root']} --path regional --switch --target <blocks> --reason ...`); "
-            f"then `{rerun}`"
+            Fix(
+                fix=f"at {_where(brk.site, plan)}: a Python `if` on a tensor's value breaks the graph (and in a "
+                "loop makes dynamo skip the whole frame): compute both sides and select with torch.where or a mask, "
+                "or express it with torch.cond",
+                cause=f"data-dependent branching at {brk.site}",
+                tried="not tried",
+                reason="a change to the code itself: the rehearsal cannot try it for you",
+                shared_code=_shared(brk.site, plan),
+            )
         )
     if facts.data_failure:
         out.append(
-            f"the recipe's data path failed on the rehearsal's rows ({facts.data_failure}), so every figure comes from "
-            "synthetic batches, not from its packer and collator: fix the data code (in this environment the real run may "
-            f"fail there too), then `{rerun}` rehearses on the batches it makes"
+            Fix(
+                fix=f"fix the recipe's data path ({facts.data_failure}); then `{rerun}` rehearses on the batches it makes",
+                cause="the recipe's data path failed on the rehearsal's rows: every figure comes from synthetic batches",
+                tried="not tried",
+                reason="a data-path fix, not a compile one: in this environment the real run may fail there too",
+            )
         )
     return out

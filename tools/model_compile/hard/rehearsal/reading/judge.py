@@ -187,6 +187,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             shards = f", {model.get('sharded_modules')} sharded modules" if model.get("sharded_modules") else ""
             facts.wrap = f"{wrap} over {facts.world_size} rank(s){shards} (measured)"
     cmodel = (compiled.get("phases") or {}).get("model") or {}
+    facts.fix_applied = list((cmodel.get("fix") or {}).get("applied") or [])
     if cmodel.get("ok"):
         facts.compiled_modules = list(cmodel.get("compiled_modules") or [])
         facts.compiled_module_count = cmodel.get("compiled_module_count")
@@ -221,6 +222,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     _timing(facts, recs)
     trace = scan(trace_dir, repo)
     facts.graph_break_sites, facts.trace_compile_s = trace.sites, trace.compile_s
+    facts.specialized_at = list(trace.specialized)
     facts.specialized = [
         f"{s['site']} fixes {s['source'] or 'a size'} to a constant ({s['expr']}): {s['loc']}"
         for s in trace.specialized
