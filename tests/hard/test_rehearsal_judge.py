@@ -33,6 +33,7 @@ def _micro(
     return {
         "step": step,
         "shape": "tokens 1x32",
+        "shapes": {"input_ids": [1, 32], "labels": [1, 32]},
         "seconds": 0.5 if graphs else 0.1,
         "new_graphs": graphs,
         "recompiles": recompiles or [],

@@ -173,6 +173,9 @@ class RehearsalFacts(BaseModel):
     block_parts: dict[str, list[str]] = Field(
         default_factory=dict, exclude=True, description="each repeated-block group: its parts carrying its work"
     )
+    batch_keys: list[str] = Field(
+        default_factory=list, exclude=True, description="the keys of the batches the compiled twin was fed"
+    )
     specialized_at: list[dict[str, str]] = Field(
         default_factory=list, exclude=True, description="the trace's size specializations, as read"
     )

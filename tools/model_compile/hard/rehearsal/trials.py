@@ -62,10 +62,12 @@ def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
     fig = figures(before, after)
     fix.figures = fig
     hits, recompiles, share, hot = fig["limit_hits"], fig["recompiles"], fig["compiled_share"], fig["hot_path_eager"]
+    # what a fix aims at must go, not only shrink: every limit hit, half the recompiles, the eager hot path
     better = {
-        "limit_hits": hits[1] < hits[0],
-        "recompiles": recompiles[1] < recompiles[0],
-        "coverage": hot[1] < hot[0] or (share[0] is not None and share[1] is not None and share[1] > share[0] + 0.1),
+        "limit_hits": hits[0] > 0 and hits[1] == 0,
+        "recompiles": recompiles[0] > 0 and recompiles[1] <= recompiles[0] // 2,
+        "coverage": (hot[0] > 0 and hot[1] == 0)
+        or (share[0] is not None and share[1] is not None and share[1] > share[0] + 0.1),
     }
     nothing = any(p.startswith(("nothing was compiled", "no graph was compiled")) for p in after.problems)
     worse = (
@@ -84,11 +86,13 @@ def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
         fix.tried, fix.reason = "proven", words + (f" ({applied})" if applied else "")
     else:
         why = (
-            "it made nothing better"
+            "nothing compiled with it"
+            if nothing
+            else "what it aims at did not go"
             if not improved
             else "it broke parity or keys"
             if not held
-            else "it made more worse"
+            else "it made something worse"
         )
         fix.tried, fix.reason = "disproven", f"{why}: {words}" + (f" ({applied})" if applied else "")
 

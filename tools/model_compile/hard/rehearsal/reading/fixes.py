@@ -106,7 +106,9 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
             )
         )
     if sized:
-        for spec in facts.specialized_at[:2]:  # the line that fixed the size, where the trace names one
+        # the lines that fixed a size, where the trace names one: the repository's own code first
+        ordered = sorted(facts.specialized_at, key=lambda spec: spec["site"].startswith("library "))
+        for spec in ordered[:2]:
             out.append(
                 Fix(
                     fix=f"change {_where(spec['site'], plan)} so that it does not turn {spec['source'] or 'a size'} "
@@ -118,10 +120,10 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
                     shared_code=_shared(spec["site"], plan),
                 )
             )
-        inputs = sorted(
-            {(m["key"], int(m["dim"])) for spec in facts.specialized_at if (m := _SOURCE.match(spec["source"] or ""))}
-            | {(m["key"], int(m["dim"])) for g in sized if (m := _GUARD_INPUT.search(g))}
-        )
+        found = {(m["key"], int(m["dim"])) for spec in facts.specialized_at if (m := _SOURCE.match(spec["source"]))}
+        found |= {(m["key"], int(m["dim"])) for g in sized if (m := _GUARD_INPUT.search(g))}
+        # only what the batch itself holds can be marked before the forward
+        inputs = sorted((key, dim) for key, dim in found if key in facts.batch_keys)
         if inputs:
             marks = ", ".join(f"torch._dynamo.mark_dynamic(batch[{k!r}], {d})" for k, d in inputs)
             out.append(
@@ -134,9 +136,14 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
                 )
             )
     for group, parts in facts.block_parts.items():
-        hot = any(f"compile has no effect on {group} " in p for p in facts.coverage_failures)
-        checkpointed = any(c.kind == "checkpoint" for e in facts.coverage if e.module == group for c in e.eager_causes)
-        if parts and (hot or (sized and checkpointed)) and not any(f.override.get("compile_targets") for f in out):
+        # blocks that run eager because checkpointing runs them with compile off: compile inside the checkpoint
+        checkpointed = any(
+            c.kind == "checkpoint" and c.share >= 0.5
+            for e in facts.coverage
+            if e.module == group
+            for c in e.eager_causes
+        )
+        if parts and checkpointed and not any(f.override.get("compile_targets") for f in out):
             targets = list(parts)
             flags = " ".join(f"--target {plan.model_var}.{t}" for t in targets)
             out.append(

@@ -251,6 +251,7 @@ def _seen(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
     rows = [m for rank in range(len(recs.get("compiled") or [])) for m in _micro(recs, "compiled", rank)]
     counts = sorted({int(n) for m in rows for n in _TOKENS.findall(str(m.get("shape") or ""))})
     facts.token_counts = counts
+    facts.batch_keys = sorted({str(k) for m in rows for k in (m.get("shapes") or {})})
     if not counts or not facts.batches:
         return
     ranks = len(recs.get("compiled") or [])
