@@ -143,3 +143,46 @@ def test_the_eager_twin_counts_everything_and_flops_weigh_the_linears():
     flops = {p: f for p, (f, _) in rec["forward"].items()}
     assert flops["layers.0.up"] == 2 * 6 * 16 * 32  # one (6x16) @ (16x32) matmul
     assert rec["backward"][0] > 0 and "groups" not in rec
+
+
+def test_changed_lines_are_counted_as_python_or_found_in_the_graphs(tmp_path) -> None:
+    import importlib.util
+
+    from model_compile.runtime.rehearsal.measure.lines import LineCounter, graph_lines
+
+    path = tmp_path / "changed_mod.py"
+    path.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    return y + 1\n")
+    spec = importlib.util.spec_from_file_location("changed_mod", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    counter = LineCounter({str(path): [5, 6]})
+    counter.start()
+    try:
+        for _ in range(3):
+            mod.f(torch.ones(2))
+    finally:
+        counter.stop()
+    assert counter.record()["counts"][str(path)] == {"5": 3, "6": 3}
+
+    seen: list = []
+    from torch._dynamo import output_graph
+
+    original = output_graph.OutputGraph.call_user_compiler
+
+    def spy(self, gm, example_inputs):  # type: ignore[no-untyped-def]
+        seen.append(graph_lines(gm, {str(path): {5, 6}}))
+        return original(self, gm, example_inputs)
+
+    output_graph.OutputGraph.call_user_compiler = spy  # type: ignore[method-assign]
+    compiled = torch.compile(mod.f, backend="aot_eager")
+    counter = LineCounter({str(path): [5, 6]})
+    counter.start()
+    try:
+        for _ in range(3):
+            compiled(torch.ones(2))
+    finally:
+        counter.stop()
+        output_graph.OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+    assert counter.record()["counts"].get(str(path), {}) == {}  # the compiled frame's lines did not run as Python
+    assert [[str(path), 5], [str(path), 6]] in seen
