@@ -43,7 +43,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
     p.add_argument("recipe", type=Path, help="recipe folder (recipes/<name>)")
     p.add_argument("--path", choices=GENERATE_PATHS, default="kit", help="kit (default) or a documented fallback")
-    p.add_argument("--target", help="submodule / disabled region / block list (default: inferred statically)")
+    p.add_argument(
+        "--target",
+        action="append",
+        metavar="ATTR",
+        help="what to compile, from the model variable (default: inferred from the model's code): a submodule, the "
+        "disabled region (graph-break), a block container (regional), or `CONTAINER.*.NAME` for that submodule of "
+        "each block (regional, submodule); repeat --target for several (regional, submodule); quote a `*`",
+    )
     p.add_argument("--reason", help="why the fallback is needed (required for fallbacks)")
     p.add_argument("--backend", choices=BACKENDS, help="config default backend (inductor); with --enable: set it")
     p.add_argument("--mode", choices=MODES, help="config default mode (default); with --enable: set it")
@@ -135,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
             "target": plan.target,
             "target_inferred": plan.target_inferred,
             "target_why": plan.target_why,
+            "targets": plan.targets,
+            "offered_targets": plan.offered,
             "dry_run": not args.write,
             "changed": bool(changed),
             "already_wired": plan.already_wired,
