@@ -71,9 +71,21 @@ def find_transformers(root: Path) -> Transformers | None:
     return Transformers(package, _version(package), False) if (package / "__init__.py").is_file() else None
 
 
-@functools.lru_cache(maxsize=512)
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
 def parse_file(path: Path) -> ast.Module | None:
-    """The parsed file (cached: transformers' modeling files are read once per process)."""
+    """The parsed file (cached by its path, time and size: transformers' modeling files are read once)."""
+    return _parse(path, _stamp(path))
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(path: Path, stamp: tuple[int, int]) -> ast.Module | None:
     text = _text(path)
     try:
         return ast.parse(text) if text else None
@@ -81,10 +93,15 @@ def parse_file(path: Path) -> ast.Module | None:
         return None
 
 
-@functools.lru_cache(maxsize=16)
 def auto_mappings(package: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """({mapping name: {model_type: class}}, {auto class: mapping name}) from models/auto/modeling_auto.py."""
-    tree = parse_file(package / "models" / "auto" / "modeling_auto.py")
+    path = package / "models" / "auto" / "modeling_auto.py"
+    return _auto_mappings(path, _stamp(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _auto_mappings(path: Path, stamp: tuple[int, int]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    tree = parse_file(path)
     names: dict[str, dict[str, str]] = {}
     lazy: dict[str, str] = {}
     autos: dict[str, str] = {}
@@ -144,11 +161,15 @@ def model_type_of(name: str, known: set[str]) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=512)
-def _index(
-    file: Path,
-) -> tuple[dict[str, ast.ClassDef], dict[str, tuple[int, str, str]], dict[str, str]] | None:
+def _index(file: Path) -> tuple[dict[str, ast.ClassDef], dict[str, tuple[int, str, str]], dict[str, str]] | None:
     """A file's top-level classes, `from ... import` names (level, module, name) and `import` aliases."""
+    return _indexed(file, _stamp(file))
+
+
+@functools.lru_cache(maxsize=512)
+def _indexed(
+    file: Path, stamp: tuple[int, int]
+) -> tuple[dict[str, ast.ClassDef], dict[str, tuple[int, str, str]], dict[str, str]] | None:
     tree = parse_file(file)
     if tree is None:
         return None
