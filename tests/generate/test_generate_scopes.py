@@ -135,7 +135,8 @@ def test_no_checkpointing_no_checkpoint_note(tmp_path):
     assert "gradient checkpointing" not in err and "block.compile(" in out
 
 
-def test_a_module_holding_fsdp2_units_is_said_with_the_per_unit_command(repo):
+def test_a_module_holding_fsdp2_units_is_said_with_the_per_unit_command(tmp_path):
+    repo = make_repo(tmp_path, "none_return")  # no checkpointing: the units compile, one frame each
     stage2 = repo / RECIPE_REL / "configs" / "stage2.yaml"
     stage2.write_text(stage2.read_text() + "parallel:\n  mesh:\n    shard: 8\n")
     code, out, err = run_generate(
@@ -147,6 +148,17 @@ def test_a_module_holding_fsdp2_units_is_said_with_the_per_unit_command(repo):
         "fully_shard on each Qwen2VLDecoderLayer, from `_no_split_modules` of Qwen2VLForConditionalGeneration" in note
     )
     assert note.endswith(f"--path regional --reason '{REASON}' --target model.model.language_model.layers")
+
+
+def test_checkpointed_fsdp2_units_inside_a_compiled_module_compile_nothing(repo):
+    """Measured on 2 CPU ranks: the language model compiled whole, its layers checkpointed and sharded per layer,
+    compiled none of them, with the checkpoint around the call (5.3.0) as inside forward (5.25)."""
+    stage2 = repo / RECIPE_REL / "configs" / "stage2.yaml"
+    stage2.write_text(stage2.read_text() + "parallel:\n  mesh:\n    shard: 8\n")
+    code, out, err = run_generate(str(repo / RECIPE_REL), "--path", "submodule", "--reason", REASON)
+    assert code == 0, err
+    assert "checkpoints around its call, and stage stage2 wraps each of them with FSDP2" in err
+    assert f"target: {ATTN}, {MLP} (picked: the form that compiles" in err
 
 
 def test_targets_the_model_does_not_have_are_refused_with_what_it_has(repo):

@@ -138,10 +138,17 @@ def check_structure(
     for target in targets:
         rel = _rel(target, model_var)
         replaced: list[str] = []
+        own = f"{rel}.*" if kind == "regional" and "*" not in rel.split(".") else rel
         for block in _blocks_in(layout, rel, kind) if checkpointing else []:
             inside, why = _checkpoint_cause(layout, block)
+            if inside is False and why and block.path != own and sharded and _short(block.cls) in tree.no_split:
+                # a compiled module holding checkpointed FSDP2 units: none of them compiled (2 CPU ranks,
+                # transformers 5.3.0 and 5.25 alike), whether the checkpoint wraps their call or their forward
+                many = len(sharded) > 1
+                stages = f"stage{'s' if many else ''} {', '.join(sharded)} wrap{'' if many else 's'}"
+                inside, why = True, f"{why}, and {stages} each of them with FSDP2"
             if inside is False:
-                if why and block.path == (f"{rel}.*" if "*" not in rel else rel):
+                if why and block.path == own:
                     out.notes.append(
                         f"gradient checkpointing ({checkpointing}): {why}, so each compiled block runs inside the "
                         "checkpoint and compiles; transformers 5.23 and later run it inside forward, where a compiled "
@@ -153,7 +160,7 @@ def check_structure(
             text = (
                 f"gradient checkpointing ({checkpointing}) wraps each block of `{model_var}.{block.path[:-2]}`: "
                 f"{why}, so compiling `{target}` puts the checkpoint inside the compiled frame and {verb} there "
-                "(dynamo traces the checkpoint as a higher-order op; measured with transformers 5.25: 0 graphs)"
+                "(dynamo traces the checkpoint as a higher-order op; measured: 0 graphs of those blocks)"
             )
             if optional:
                 text += f"; {', '.join(f'`{o}`' for o in optional)} exist only in some blocks: left eager"
