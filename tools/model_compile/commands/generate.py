@@ -9,10 +9,14 @@ On a recipe that already compiles through the requested path (and target)
 it is a no-op ("already wired"); another path is refused unless --switch.
 The recipe's own test files are never replaced (our hooks are merged into its
 asserts.py) unless --force.
+--target is repeatable (regional, submodule) and takes `CONTAINER.*.NAME` for
+that submodule of each block; before writing, the targets are checked against
+the model's module tree (generate/planning/structure.py).
 With --enable STAGE ... / --disable STAGE ... it edits only those stage YAMLs
 of a recipe that already compiles: `model.compile.enabled` (and --backend /
---mode when given), with the intent note `# model-compile: enabled - <reason>`
-on each enabled line; the output names the smoke command of each stage.
+--mode when given; the compile keys added where a stage has none), with the
+intent note `# model-compile: enabled - <reason>` on each enabled line; the
+output names the smoke command of each stage.
 Exit codes: 0 done / nothing to change / dry run, 1 written but soft
 validation has error findings, 2 unusable input (nothing written).
 """

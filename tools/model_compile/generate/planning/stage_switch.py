@@ -5,12 +5,15 @@ The most common update of a recipe that already compiles: set
 files. Each value is replaced in place - every other byte, comment and key
 order stays - and the line of `enabled: true` carries the intent note that
 documents it (`# model-compile: enabled - <reason>`, parse/documentation.py;
-MC203 asks for it); `--disable` removes that note. The result is re-parsed to
-prove only `model.compile` changed. A rerun is a no-op.
+MC203 asks for it); `--disable` removes that note. A stage without compile keys
+gets them first, in the recipe's schema form (the `model.compile` section, or
+the older flat `compile` / `compile_backend` / `compile_mode` keys), off and with
+the schema's backend and mode; the flat switch is edited in place. The result
+is re-parsed to prove only the compile keys changed. A rerun is a no-op.
 
-Refused (InputError, nothing written): a stage without a YAML, a recipe whose
-stages or schema have no compile section yet (run `generate --path ...` first),
-an enable without a reason.
+Refused (InputError, nothing written): a stage without a YAML, a recipe that
+does not compile yet, or whose schema and stages declare no compile keys (run
+`generate --path ...` first), an enable without a reason.
 """
 
 from __future__ import annotations
