@@ -309,16 +309,36 @@ def is_module_class(resolver: Resolver, ref: ClassRef, depth: int = 0) -> bool:
     return False
 
 
+def builder_source(file: Path, name: str) -> str | None:
+    """The source of the function `name` defined in `file`, if it defines one."""
+    tree = parse_file(file)
+    for node in ast.walk(tree) if tree else []:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return ast.unparse(node)
+    return None
+
+
 def recipe_model_class(
-    root: Path, model_files: list[Path], stage_texts: dict[str, str], kit_texts: list[str]
+    root: Path, model_files: list[Path], stage_texts: dict[str, str], kit_texts: list[str], builder: str | None = None
 ) -> ModelClass | None:
     """The model class of a recipe, statically: a module class its model code builds and returns, else the class
-    the checkpoint of a stage YAML maps to through the auto class its kit (or model code) builds with."""
+    the checkpoint of a stage YAML maps to through the auto class its kit (or model code) builds with.
+    `builder`: the call prepare_model() builds the model with (`build_vit_model`, `self.model_kit.build_model`):
+    only that function's classes count, and a kit method's build goes straight to the checkpoint."""
     package = find_transformers(root)
     resolver = Resolver(root, package)
     candidates: list[tuple[ClassRef, bool]] = []  # (class, returned by a builder)
-    for file in model_files:
-        text = _text(file)
+    through_kit = builder is not None and builder.startswith("self.")
+    parts = (builder or "").split(".")
+    if parts[-1] in ("from_pretrained", "from_config", "_from_config"):
+        parts = parts[:-1]
+    name = parts[-1] if builder else None
+    built = name if name and name[:1].isupper() else None  # the build call names the class itself
+    for file in [] if through_kit else model_files:
+        if built is not None:
+            text = f"{built}()" if re.search(rf"\b{re.escape(built)}\b", _text(file)) else ""
+        else:
+            text = (builder_source(file, name) if name else _text(file)) or ""
         returned = set(re.findall(r"\breturn\s+([A-Z]\w*(?:\.[A-Z]\w*)?)\s*[.(]", text))
         for m in _BUILD.finditer(text):
             name = m.group(1)
@@ -334,7 +354,8 @@ def recipe_model_class(
     if package is None:
         return None
     names, autos = auto_mappings(package.path)
-    wanted = list(dict.fromkeys(a for text in [*map(_text, model_files), *kit_texts] for a in _AUTO.findall(text)))
+    texts = kit_texts if through_kit else [*map(_text, model_files), *kit_texts]  # who builds it
+    wanted = list(dict.fromkeys(a for text in texts for a in _AUTO.findall(text)))
     known = {t for mapping in names.values() for t in mapping}
     for stage, text in stage_texts.items():
         for checkpoint in _PRETRAINED.findall(text):

@@ -17,7 +17,8 @@ from typing import Literal
 from model_compile.discover.recipes import repo_root_of
 from model_compile.discover.tree import read_regular
 from model_compile.errors import InputError
-from model_compile.parse.model_source import Resolver, recipe_model_class
+from model_compile.ledger.models import Ledger
+from model_compile.parse.model_source import Resolver, builder_source, recipe_model_class
 from model_compile.parse.model_tree import ModelTree, build_tree
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
@@ -183,17 +184,31 @@ class ModelLayout:
         return None
 
 
+def builder_of(ledgers: list[Ledger]) -> str | None:
+    """The call prepare_model() builds its model with (`build_vit_model`, `self.model_kit.build_model`)."""
+    built = [e for lg in ledgers for e in lg.of("build") if e.reachable]
+    return built[0].call.split("(")[0].split("=")[-1].strip() if built else None
+
+
 def model_files(files: RecipeFiles) -> list[Path]:
     """The recipe's model code: its Python files outside tests/."""
     return [p for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.relative_to(files.recipe).parts]
 
 
-def model_layout(files: RecipeFiles, kit_files: list[Path] | None = None) -> ModelLayout | None:
+def model_layout(
+    files: RecipeFiles, kit_files: list[Path] | None = None, builder: str | None = None
+) -> ModelLayout | None:
     """The recipe's model class and module tree, read from its model code or the transformers of its environment
     (`parse/model_source.py`); None when neither names a class the tool can read. `kit_files`: the kit modules
-    whose `AutoModel*` builder a checkpoint goes through."""
+    whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with."""
     stages = {p.name: _read(p) for p in files.stages}
-    found = recipe_model_class(files.root, model_files(files), stages, [_read(p) for p in kit_files or []])
+    method = builder.rsplit(".", 1)[-1] if builder and builder.startswith("self.") else None
+    # the kit's builder method when it has one (its AutoModel* class), else the kit modules whole
+    kits = [text for p in kit_files or [] if (text := builder_source(p, method) if method else None)]
+    kits = kits or [_read(p) for p in kit_files or []]
+    found = recipe_model_class(files.root, model_files(files), stages, kits, builder)
+    if found is None and builder is not None:  # a builder the tool could not follow: any class of the model code
+        found = recipe_model_class(files.root, model_files(files), stages, kits)
     if found is None:
         return None
     tree = build_tree(Resolver(files.root, found.transformers), found.ref)

@@ -113,8 +113,10 @@ def build_plan(opts: Options) -> Plan:
     model_var = first.model_var
 
     kit_files = [files.root / k.file for k in kits]
-    layout = locate.model_layout(files, kit_files) if opts.path != "post-wrap" else None
-    kept = kept_eager(kits, [lg for own in ledgers.values() for lg in own.values()], model_var)
+    all_ledgers = [lg for own in ledgers.values() for lg in own.values()]
+    builder = locate.builder_of(all_ledgers)
+    layout = locate.model_layout(files, kit_files, builder) if opts.path != "post-wrap" else None
+    kept = kept_eager(kits, all_ledgers, model_var)
     choice: locate.TargetChoice | None
     if opts.target:
         choice = locate.TargetChoice(",".join(opts.target), False, "given with --target")
@@ -157,7 +159,7 @@ def build_plan(opts: Options) -> Plan:
         model_var,
         layout,
         explicit=opts.target is not None,
-        ledgers=[lg for own in ledgers.values() for lg in own.values()],
+        ledgers=all_ledgers,
         stages=facts_now,
         stage_texts={p.name: _read(p) for p in files.stages},
         command=_command(files.rel(files.recipe), opts),
@@ -372,7 +374,6 @@ def build_plan(opts: Options) -> Plan:
         c.new = formatted.get(c.path, c.new)
 
     if opts.path == "kit":
-        all_ledgers = [lg for own in ledgers.values() for lg in own.values()]
         texts = {p.name: _read(p) for p in files.stages}
         suggested = suggest_regional(layout, model_var, kept, all_ledgers, facts, texts)
         plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var, suggested)

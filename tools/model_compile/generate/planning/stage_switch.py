@@ -275,8 +275,8 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
     plan.commands = smoke_commands(files, opts.enable, facts, read_repo_text(files))
     model_var = report.scope.model if report is not None else "model"
     if any(facts[s].wrapping == "fsdp2" for s in opts.enable) and path in WHOLE_MODEL_PATHS:
-        layout = locate.model_layout(files, [files.root / k.file for k in kits])
         ledgers = list(report.ledger) if report is not None else []
+        layout = locate.model_layout(files, [files.root / k.file for k in kits], locate.builder_of(ledgers))
         kept = kept_eager(kits, ledgers, model_var)
         texts = {p.name: guard.read_source(p, files.rel(p), None, None) for p in files.stages}
         suggested = suggest_regional(layout, model_var, kept, ledgers, facts, texts)
