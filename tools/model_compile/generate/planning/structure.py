@@ -22,6 +22,7 @@ command with the form that compiles.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -93,9 +94,10 @@ def _checkpointing(ledgers: list[Ledger], stages: dict[str, StageFacts], texts: 
         return None
     e = found[0]
     where = f"`{e.call.split('(')[0]}` (line {e.line})"
-    if not e.condition:
-        return where
-    key = e.condition[-1].removeprefix("self.config.").removeprefix("config.")
+    keys = [c for c in e.condition if re.fullmatch(r"(?:self\.)?config(?:\.\w+)+", c)]
+    if not keys:  # ungated, or gated by something other than a config switch: said as written
+        return where + (f", when `{' and '.join(e.condition)}`" if e.condition else "")
+    key = keys[-1].removeprefix("self.").removeprefix("config.")
     on = [name for name, text in texts.items() if _yaml_true(text, key)]
     return f"{where}, when `{key}`" + (f": true in {', '.join(on)}" if on else " (no stage YAML sets it true)")
 
