@@ -147,8 +147,8 @@ def check_structure(
                 # a compiled module holding checkpointed FSDP2 units: none of them compiled (2 CPU ranks,
                 # transformers 5.3.0 and 5.25 alike), whether the checkpoint wraps their call or their forward
                 many = len(sharded) > 1
-                stages = f"stage{'s' if many else ''} {', '.join(sharded)} wrap{'' if many else 's'}"
-                inside, why = True, f"{why}, and {stages} each of them with FSDP2"
+                wrapping = f"stage{'s' if many else ''} {', '.join(sharded)} wrap{'' if many else 's'}"
+                inside, why = True, f"{why}, and {wrapping} each of them with FSDP2"
             if inside is False:
                 if why and block.path == own:
                     out.notes.append(
