@@ -92,9 +92,13 @@ def test_a_transformers_model_from_a_checkpoint_through_the_kits_auto_class(tmp_
     shutil.copytree(SITE, site)
     package = find_transformers(tmp_path)
     assert package is not None and package.own and package.version == "5.99.0"
-    kit = "from transformers import AutoModelForImageTextToText\n"
+    kit = tmp_path / "kit.py"
+    kit.write_text(
+        "class Kit:\n    def build_model(self, path):\n        from transformers import AutoModelForImageTextToText\n\n"
+        "        return AutoModelForImageTextToText.from_pretrained(path)\n"
+    )
     stages = {"train.yaml": "model:\n  pretrained_model_name_or_path: Toy/Qwen2-VL-2B-Instruct\n"}
-    found = recipe_model_class(tmp_path, [], stages, [kit])
+    found = recipe_model_class(tmp_path, [], stages, [kit], "self.model_kit.build_model")
     assert found is not None and found.ref.name == "Qwen2VLForConditionalGeneration"
     assert "checkpoint `Toy/Qwen2-VL-2B-Instruct` in train.yaml, built through AutoModelForImageTextToText" in found.why
     tree = build_tree(Resolver(tmp_path, package), found.ref)

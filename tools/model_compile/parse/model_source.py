@@ -318,43 +318,52 @@ def builder_source(file: Path, name: str) -> str | None:
     return None
 
 
+def _built_classes(resolver: Resolver, file: Path, text: str) -> list[tuple[ClassRef, bool]]:
+    """The module classes `text` (code of `file`) builds, each with whether a `return` hands it back."""
+    returned = set(re.findall(r"\breturn\s+([A-Z]\w*(?:\.[A-Z]\w*)?)\s*[.(]", text))
+    out: list[tuple[ClassRef, bool]] = []
+    for m in _BUILD.finditer(text):
+        name = m.group(1)
+        if name.endswith(("Config", "Processor", "Tokenizer")) or name.startswith("Auto"):
+            continue
+        ref = resolver.in_file(file, name)
+        if ref is not None and is_module_class(resolver, ref) and all(ref != c for c, _ in out):
+            out.append((ref, name in returned))
+    return out
+
+
 def recipe_model_class(
-    root: Path, model_files: list[Path], stage_texts: dict[str, str], kit_texts: list[str], builder: str | None = None
+    root: Path, model_files: list[Path], stage_texts: dict[str, str], kit_files: list[Path], builder: str | None = None
 ) -> ModelClass | None:
-    """The model class of a recipe, statically: a module class its model code builds and returns, else the class
-    the checkpoint of a stage YAML maps to through the auto class its kit (or model code) builds with.
-    `builder`: the call prepare_model() builds the model with (`build_vit_model`, `self.model_kit.build_model`):
-    only that function's classes count, and a kit method's build goes straight to the checkpoint."""
+    """The model class of a recipe, statically: a module class its build builds, else the class the checkpoint of
+    a stage YAML maps to through the auto class its kit (or model code) builds with. `builder`: the call
+    prepare_model() builds the model with (`build_vit_model`, `Cls.from_pretrained`, `self.model_kit.build_model`):
+    only that function's (or that kit method's) classes count."""
     package = find_transformers(root)
     resolver = Resolver(root, package)
-    candidates: list[tuple[ClassRef, bool]] = []  # (class, returned by a builder)
     through_kit = builder is not None and builder.startswith("self.")
     parts = (builder or "").split(".")
     if parts[-1] in ("from_pretrained", "from_config", "_from_config"):
         parts = parts[:-1]
     name = parts[-1] if builder else None
     built = name if name and name[:1].isupper() else None  # the build call names the class itself
-    for file in [] if through_kit else model_files:
+    sources: list[tuple[Path, str]] = []  # (file, the code that builds the model)
+    for file in kit_files if through_kit else model_files:
         if built is not None:
             text = f"{built}()" if re.search(rf"\b{re.escape(built)}\b", _text(file)) else ""
         else:
             text = (builder_source(file, name) if name else _text(file)) or ""
-        returned = set(re.findall(r"\breturn\s+([A-Z]\w*(?:\.[A-Z]\w*)?)\s*[.(]", text))
-        for m in _BUILD.finditer(text):
-            name = m.group(1)
-            if name.endswith(("Config", "Processor", "Tokenizer")) or name.startswith("Auto"):
-                continue
-            ref = resolver.in_file(file, name)
-            if ref is not None and is_module_class(resolver, ref) and all(ref != c for c, _ in candidates):
-                candidates.append((ref, name in returned))
+        sources.append((file, text if text or not through_kit else _text(file)))
+    candidates = [c for file, text in sources for c in _built_classes(resolver, file, text)]
     if candidates:
         ref = next((c for c, r in candidates if r), candidates[0][0])
         where = package.where if package is not None and _inside(ref.file, package.path) else "the recipe's model code"
-        return ModelClass(ref, f"{ref.name}, built by the recipe's model code (read from {where})", package, where)
+        by = "the kit's builder" if through_kit else "the recipe's model code"
+        return ModelClass(ref, f"{ref.name}, built by {by} (read from {where})", package, where)
     if package is None:
         return None
     names, autos = auto_mappings(package.path)
-    texts = kit_texts if through_kit else [*map(_text, model_files), *kit_texts]  # who builds it
+    texts = [t for _, t in sources] if through_kit else [*map(_text, model_files), *map(_text, kit_files)]
     wanted = list(dict.fromkeys(a for text in texts for a in _AUTO.findall(text)))
     known = {t for mapping in names.values() for t in mapping}
     for stage, text in stage_texts.items():
@@ -362,12 +371,12 @@ def recipe_model_class(
             model_type = _local_model_type(root, checkpoint) or model_type_of(checkpoint, known)
             for auto in wanted if model_type else []:
                 cls = names.get(autos.get(auto, ""), {}).get(model_type)  # type: ignore[arg-type]
-                ref = resolver.transformers_class(cls) if cls else None
-                if ref is not None:
+                found = resolver.transformers_class(cls) if cls else None
+                if found is not None:
                     why = (
                         f"{cls}: checkpoint `{checkpoint}` in {stage}, built through {auto} (read from {package.where})"
                     )
-                    return ModelClass(ref, why, package, package.where)
+                    return ModelClass(found, why, package, package.where)
     return None
 
 

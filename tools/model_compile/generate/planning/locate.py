@@ -18,7 +18,7 @@ from model_compile.discover.recipes import repo_root_of
 from model_compile.discover.tree import read_regular
 from model_compile.errors import InputError
 from model_compile.ledger.models import Ledger
-from model_compile.parse.model_source import Resolver, builder_source, recipe_model_class
+from model_compile.parse.model_source import Resolver, recipe_model_class
 from model_compile.parse.model_tree import ModelTree, build_tree
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
@@ -202,10 +202,7 @@ def model_layout(
     (`parse/model_source.py`); None when neither names a class the tool can read. `kit_files`: the kit modules
     whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with."""
     stages = {p.name: _read(p) for p in files.stages}
-    method = builder.rsplit(".", 1)[-1] if builder and builder.startswith("self.") else None
-    # the kit's builder method when it has one (its AutoModel* class), else the kit modules whole
-    kits = [text for p in kit_files or [] if (text := builder_source(p, method) if method else None)]
-    kits = kits or [_read(p) for p in kit_files or []]
+    kits = list(kit_files or [])
     found = recipe_model_class(files.root, model_files(files), stages, kits, builder)
     if found is None and builder is not None:  # a builder the tool could not follow: any class of the model code
         found = recipe_model_class(files.root, model_files(files), stages, kits)
