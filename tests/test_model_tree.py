@@ -46,6 +46,10 @@ class Net(nn.Module):
         self.embed = nn.Embedding(cfg.vocab, cfg.dim)
         self.layers = nn.ModuleList([Block(cfg, i) for i in range(cfg.n)])
         self.head = nn.Linear(cfg.dim, cfg.vocab) if head else None
+        tower = Attention(cfg)
+        self.tower = tower
+        self.extra = build_extra(cfg)
+        self.width = int(cfg.dim)
 """
 ADAPTER = """\
 from . import source_model
@@ -84,7 +88,10 @@ def test_a_recipe_local_model_through_its_imports_bases_and_arguments(tmp_path):
     assert tree.nodes["layers.*.fusion"].optional  # built in some blocks only
     assert not tree.nodes["layers.*.norm"].composite and tree.nodes["layers.*.attn"].composite
     assert tree.checkpoint_callers == {"Block"}  # its forward holds the checkpoint
-    assert tree.eager_around(["layers.*.attn"]) == ["embed", "layers.*.norm", "layers.*.fusion"]
+    assert tree.has("tower.q_proj") is True  # a module built into a local name, then assigned
+    assert tree.has("extra") is True and tree.has("extra.proj") is None  # a helper's module: its inside unknown
+    assert tree.has("width") is False  # plain data is no module
+    assert tree.eager_around(["layers.*.attn"]) == ["embed", "layers.*.norm", "layers.*.fusion", "tower", "extra"]
 
 
 def test_a_transformers_model_from_a_checkpoint_through_the_kits_auto_class(tmp_path):

@@ -183,16 +183,22 @@ class _Builder:
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for target in targets:
+                    if isinstance(target, ast.Name) and _is_module_expr(stmt.value):
+                        bound[f"<local>{target.id}"] = stmt.value  # `text_model = TextModel(...)`, used below
                     if (
                         isinstance(target, ast.Attribute)
                         and isinstance(target.value, ast.Name)
                         and target.value.id == "self"
                     ):
                         value = _decide(stmt.value, bound)
+                        if isinstance(value, ast.Name) and f"<local>{value.id}" in bound:
+                            value = bound[f"<local>{value.id}"]
                         if value is None:
                             out.pop(target.attr, None)  # `self.pooler = ... if False else None`
                         elif _is_module_expr(value):
                             out[target.attr] = (value, optional, ref)
+                        elif _may_be_module(value, bound):  # a module the tool cannot name: known unknown
+                            out[target.attr] = (_UNKNOWN, optional, ref)
             elif isinstance(stmt, ast.If):
                 test = _truth(stmt.test, bound)
                 if test is not False:
@@ -203,6 +209,10 @@ class _Builder:
                 self._walk(ref, stmt.body, bound, optional, out, depth)
 
     def _child(self, owner: ClassRef, path: str, value: ast.expr, optional: bool, depth: int) -> None:
+        if value is _UNKNOWN:
+            self.tree.nodes[path] = Node(path, "", optional=optional)
+            self.tree.incomplete.add(path)
+            return
         if isinstance(value, ast.IfExp):  # undecided: a module either way, or only in one arm (optional)
             arms = [a for a in (value.body, value.orelse) if _is_module_expr(a)]
             self._child(owner, path, arms[0], optional or len(arms) < 2, depth)
@@ -280,6 +290,24 @@ def _class_constant(ref: ClassRef, name: str) -> str | None:
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(value, ast.Constant):
             return str(value.value)
     return None
+
+
+_UNKNOWN = ast.Name(id="<unknown module>")
+_PLAIN_CALLS = {"int", "float", "str", "bool", "len", "getattr", "max", "min", "tuple", "list", "dict", "set", "range"}
+
+
+def _may_be_module(value: ast.expr, bound: dict[str, ast.expr]) -> bool:
+    """A value the tool cannot classify that may hold a module: a part of a module built above
+    (`text_model.text_model`), or what a helper function returns (`build_norm(cfg)`); plain data is not."""
+    if isinstance(value, ast.Attribute):
+        root = value
+        while isinstance(root, ast.Attribute):
+            root = root.value  # type: ignore[assignment]
+        return isinstance(root, ast.Name) and f"<local>{root.id}" in bound
+    if isinstance(value, ast.Call):
+        name = _short(_call_name(value.func))
+        return name[:1].islower() and name not in _PLAIN_CALLS and not name.startswith("_")
+    return False
 
 
 def _is_none(node: ast.expr) -> bool:
