@@ -19,14 +19,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from model_compile.parse.model_source import (
-    ClassRef,
-    Resolver,
-    auto_mappings,
-    is_module_class,
-    parse_file,
-    terminal_base,
-)
+from model_compile.parse.model_hf import auto_child, checkpoint_in_forward, no_split
+from model_compile.parse.model_source import ClassRef, Resolver, is_module_class, terminal_base
 
 _CONTAINERS = ("ModuleList", "Sequential", "ModuleDict")
 _NOT_MODULES = ("Parameter", "Buffer", "Tensor")
@@ -234,7 +228,7 @@ class _Builder:
                     self._child(owner, f"{path}.{i}", element, False, depth + 1)
             return
         if _short(cls).startswith("Auto") and func != cls:  # `AutoModel.from_config(config.text_config)`
-            ref = self._auto_child(owner, _short(cls), value)
+            ref = auto_child(self.resolver, owner, _short(cls), value)
             cls = ref.name if ref is not None else cls
         else:
             ref = None if cls.startswith(("nn.", "torch.nn.")) else self.resolver.in_file(owner.file, cls)
@@ -247,49 +241,6 @@ class _Builder:
             return
         if self.expand(ref, path, value if func == cls else None, depth + 1):
             self.tree.nodes[path] = Node(path, cls, optional=optional, composite=True)
-
-    def _auto_child(self, owner: ClassRef, auto: str, call: ast.Call) -> ClassRef | None:
-        """The class `<auto>.from_config(config.<sub>)` builds: the sub-config class the owner's config class
-        names for `<sub>`, its `model_type`, and that type's class in the auto class's mapping."""
-        package = self.resolver.transformers
-        arg = call.args[0] if call.args else None
-        if package is None or not isinstance(arg, ast.Attribute):
-            return None
-        init = next((f for f in owner.node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-        params = init.args.args[1:] if init is not None else []
-        annotation = params[0].annotation if params and params[0].annotation is not None else None
-        config = self.resolver.in_file(owner.file, ast.unparse(annotation)) if annotation is not None else None
-        sub = _dict_value(config, ("sub_configs", "sub_configs_defaults"), arg.attr) if config else None
-        sub_ref = self.resolver.in_file(config.file, sub) if config is not None and sub else None
-        model_type = _class_constant(sub_ref, "model_type") if sub_ref is not None else None
-        names, autos = auto_mappings(package.path)
-        cls = names.get(autos.get(auto, ""), {}).get(model_type or "")
-        return self.resolver.transformers_class(cls) if cls else None
-
-
-def _dict_value(ref: ClassRef, attrs: tuple[str, ...], key: str) -> str | None:
-    """The name a class-level dict (`sub_configs = {"text_config": TextConfig}`) holds for `key`."""
-    for stmt in ref.node.body:
-        targets = (
-            stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-        )
-        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
-        if any(isinstance(t, ast.Name) and t.id in attrs for t in targets) and isinstance(value, ast.Dict):
-            for k, v in zip(value.keys, value.values, strict=True):
-                if isinstance(k, ast.Constant) and k.value == key:
-                    return ast.unparse(v)
-    return None
-
-
-def _class_constant(ref: ClassRef, name: str) -> str | None:
-    for stmt in ref.node.body:
-        targets = (
-            stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-        )
-        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(value, ast.Constant):
-            return str(value.value)
-    return None
 
 
 _UNKNOWN = ast.Name(id="<unknown module>")
@@ -393,68 +344,12 @@ def _decide(value: ast.expr, bound: dict[str, ast.expr]) -> ast.expr | None:
     return None if _is_none(value) else value
 
 
-def _undecided(value: ast.expr, bound: dict[str, ast.expr]) -> bool:
-    return isinstance(value, ast.IfExp) and _truth(value.test, bound) is None
-
-
-def _no_split(resolver: Resolver, ref: ClassRef, depth: int = 0) -> tuple[str, ...]:
-    for stmt in ref.node.body:
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "_no_split_modules" for t in stmt.targets
-        ):
-            if isinstance(stmt.value, (ast.List, ast.Tuple)):
-                return tuple(
-                    e.value for e in stmt.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                )
-    for base in ref.node.bases if depth < 8 else []:
-        if _short(ast.unparse(base)) in ("Module", "GradientCheckpointingLayer") or ast.unparse(base).endswith("Mixin"):
-            continue
-        found = resolver.in_file(ref.file, ast.unparse(base))
-        if found is not None and found != ref:
-            names = _no_split(resolver, found, depth + 1)
-            if names:
-                return names
-    return ()
-
-
-def checkpoint_in_forward(resolver: Resolver) -> bool | None:
-    """Whether the transformers found runs a GradientCheckpointingLayer's checkpoint inside its `forward` (True),
-    around its call (False), or cannot tell (None)."""
-    if resolver.transformers is None:
-        return None
-    tree = parse_file(resolver.transformers.path / "modeling_layers.py")
-    layer = next(
-        (
-            n
-            for n in (tree.body if tree else [])
-            if isinstance(n, ast.ClassDef) and n.name == "GradientCheckpointingLayer"
-        ),
-        None,
-    )
-    if layer is None:
-        return None
-    for fn in layer.body:
-        if isinstance(fn, ast.FunctionDef) and fn.name == "__init_subclass__":
-            if any(
-                isinstance(n, ast.Attribute) and n.attr == "forward" and isinstance(n.ctx, ast.Store)
-                for n in ast.walk(fn)
-            ):
-                return True
-        if (
-            isinstance(fn, ast.FunctionDef)
-            and fn.name == "__call__"
-            and "_gradient_checkpointing_func" in ast.unparse(fn)
-        ):
-            return False
-    return None
-
-
 def build_tree(resolver: Resolver, ref: ClassRef) -> ModelTree:
     """The module tree of an instance of `ref` built with its defaults."""
     tree = ModelTree(root=ref.name)
     tree.nodes[""] = Node("", ref.name, composite=True)
     _Builder(resolver, tree).expand(ref, "", None, 0)
-    tree.no_split = _no_split(resolver, ref)
+    tree.no_split = no_split(resolver, ref)
     if tree.checkpoint_layers:
         tree.checkpoint_in_forward = checkpoint_in_forward(resolver)
     return tree
