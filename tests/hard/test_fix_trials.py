@@ -84,5 +84,8 @@ def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp
     found = fixes(facts, _Plan())  # type: ignore[arg-type]
     regional = next(f for f in found if f.override.get("compile_targets"))
     assert regional.override == {"compile_targets": ["model.layers.*.mlp", "model.layers.*.self_attn"]}
-    assert "--path regional --target model.model.layers.*.mlp --target model.model.layers.*.self_attn" in regional.fix
+    assert "--path regional --switch --target 'model.model.layers.*.mlp' --target 'model.model.layers.*.self_attn'" in (
+        regional.fix
+    )
+    assert "--reason" in regional.fix and regional.fix.endswith("--write`")
     assert Path(_Plan.spec["recipe_root"]).name in regional.fix

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from model_compile.hard.models import Fix, RehearsalFacts
@@ -145,12 +146,20 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
         )
         if parts and checkpointed and not any(f.override.get("compile_targets") for f in out):
             targets = list(parts)
-            flags = " ".join(f"--target {plan.model_var}.{t}" for t in targets)
+            cmd = ["model-compile", "generate", recipe, "--path", "regional", "--switch"]
+            for t in targets:
+                cmd += ["--target", f"{plan.model_var}.{t}"]
+            cmd += [
+                "--reason",
+                f"{group} runs eager under the whole-model compile: activation checkpointing runs "
+                "each block with compile off; its attention and MLP compile inside the checkpoint",
+                "--write",
+            ]
+            flags = shlex.join(cmd)
             out.append(
                 Fix(
                     fix=f"compile each block's {', '.join(p.rsplit('.', 1)[-1] for p in parts)} inside its "
-                    f"checkpoint instead of the whole model: `model-compile generate {recipe} --path regional {flags} "
-                    "--write`",
+                    f"checkpoint instead of the whole model: `{flags}`",
                     cause=f"{group} runs eager under the whole-model compile"
                     + (" (activation checkpointing runs it with compile off)" if checkpointed else ""),
                     tried="not tried",
