@@ -176,3 +176,31 @@ def test_nothing_measured_says_so():
     facts = _facts()
     coverage.build(facts, {"compiled": [{"phases": {}}], "eager": [{}]}, TraceScan(), REPO, {})
     assert facts.coverage == [] and facts.coverage_note and facts.coverage_note.startswith("not measured")
+
+
+def test_a_module_moved_out_of_the_targets_is_said_not_failed():
+    from model_compile.hard.rehearsal import base as base_mod
+
+    base = _build({}, [])
+    # the change compiles only the blocks now: the head leaves lm_head outside the targets
+    head = _build({"lm_head": [200, 4]}, [_group("lm_head", [], flops=200)], targets=("model.layers.*",), disabled=())
+    assert coverage.versus(head, base) == []
+    assert coverage.moved_out(head, base)[0].startswith("lm_head ran 100% of its forward work compiled at the base")
+    for facts in (base, head):
+        facts.status, facts.steps = "passed", [RehearsalStep(step=0, shape="s")]
+    assert base_mod.regressions(head, base) == []
+
+
+def test_more_compiled_work_brings_new_sites_that_are_not_failures():
+    from model_compile.hard.rehearsal import base as base_mod
+
+    eager = {f"{layer}.{part}": _totals()[f"{layer}.{part}"] for layer in LAYERS for part in ("attn", "mlp")}
+    base = _build(eager, [_group(p, ["entry"], flops=f[0]) for p, f in eager.items()])
+    head = _build({}, [])
+    head.graph_break_sites = [GraphBreakSite(site="recipes/r/m.py:9", reason="x")]
+    for facts in (base, head):
+        facts.status, facts.steps = "passed", [RehearsalStep(step=0, shape="s")]
+    assert head.compiled_share and base.compiled_share is not None and head.compiled_share > base.compiled_share
+    assert base_mod.regressions(head, base) == []
+    head.compiled_share = base.compiled_share  # the same coverage: a new break site is a regression
+    assert base_mod.regressions(head, base) == ["new graph-break site recipes/r/m.py:9 (1x): x"]

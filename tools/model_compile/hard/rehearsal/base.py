@@ -153,17 +153,26 @@ def regressions(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
     from model_compile.hard.rehearsal.reading import coverage
 
     out = [f"lost compile: {line}" for line in coverage.versus(head, base)]
+    # a change that compiles more of the model brings new compiled code, and with it new break sites and
+    # recompiles of its own: those are said beside the base (versus), not failures, unless nothing lost compile
+    grew = (
+        head.compiled_share is not None
+        and base.compiled_share is not None
+        and head.compiled_share > base.compiled_share + coverage.LOST
+    )
     base_sites = {g.site for g in base.graph_break_sites}
-    for g in head.graph_break_sites:
-        if g.site not in base_sites:
-            out.append(f"new graph-break site {g.site} ({g.count}x): {g.reason.splitlines()[0][:160]}")
-            base_sites.add(g.site)
+    if not grew:
+        for g in head.graph_break_sites:
+            if g.site not in base_sites:
+                out.append(f"new graph-break site {g.site} ({g.count}x): {g.reason.splitlines()[0][:160]}")
+                base_sites.add(g.site)
     hf, bf = _frames(head), _frames(base)
     out += [f"new recompile-limit hit in {frame} ({hf[frame]})" for frame in sorted(set(hf) - set(bf))]
     hr, br = _recompiles(head), _recompiles(base)
-    for frame, n in sorted(hr.items()):
-        if n > br.get(frame, 0):
-            out.append(f"{n - br.get(frame, 0)} new recompile(s) in {frame} ({br.get(frame, 0)} at the base)")
+    if head.recompile_count > base.recompile_count:
+        for frame, n in sorted(hr.items()):
+            if n > br.get(frame, 0):
+                out.append(f"{n - br.get(frame, 0)} new recompile(s) in {frame} ({br.get(frame, 0)} at the base)")
     if _parity_failed(head) and not _parity_failed(base):
         out.append("parity out of the bound (within it at the base)")
     for name, text in head.keys.items():
@@ -215,6 +224,7 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
 
     lost = coverage.versus(head, base)
     out += [f"{line} - new with the change" for line in lost]
+    out += [f"{line} - gone with the change" for line in coverage.moved_out(head, base)]
     hf, bf = _frames(head), _frames(base)
     for frame in sorted(set(hf) | set(bf)):
         gone = frame in bf and frame not in hf and lost

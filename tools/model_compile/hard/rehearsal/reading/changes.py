@@ -67,7 +67,7 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
         if rel not in imported:
             skipped.append(rel)
             continue
-        for hunk in _hunks(numbers):
+        for hunk in _hunks(_code_lines(os.path.join(root, rel), numbers)):
             facts.changed_lines.append(
                 ChangedLines(
                     file=rel,
@@ -95,6 +95,18 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
             f"the change's lines {where} did not run in any twin: parity and the coverage map say nothing about "
             f"them{context}"
         )
+
+
+def _code_lines(path: str, numbers: list[int]) -> list[int]:
+    """The changed lines that hold code: a blank line or a comment never runs, so it is never "not reached"."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read().splitlines()
+    except OSError:
+        return numbers
+    return [
+        n for n in numbers if 0 < n <= len(text) and text[n - 1].strip() and not text[n - 1].lstrip().startswith("#")
+    ]
 
 
 _SIZES = ("max_seq_len", "seq_len", "max_length", "chunk_size", "batch_size", "micro_batch_size", "max_pixels")

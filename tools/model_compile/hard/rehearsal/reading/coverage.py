@@ -281,8 +281,18 @@ def _no_effect(
 
 
 def versus(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
-    """Each module's compiled share beside the base's; a module that lost compile is new with the change (the
-    innermost listed one: the model itself is named only when no module inside it says where the loss is)."""
+    """Each module's compiled share beside the base's; a module under a compiled target that lost compile is new
+    with the change (the innermost listed one: the model itself is named only when no module inside it says
+    where the loss is). A module the change took out of the compiled targets is `moved` (see `moved_out`)."""
+    return [line for line, failing in _changes(head, base) if failing]
+
+
+def moved_out(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
+    """Modules that left compile because the change moved them out of the compiled targets (no failure)."""
+    return [line for line, failing in _changes(head, base) if not failing]
+
+
+def _changes(head: RehearsalFacts, base: RehearsalFacts) -> list[tuple[str, bool]]:
     before = {e.module: e.compiled for e in base.coverage}
     lost = []
     for entry in head.coverage:
@@ -300,8 +310,12 @@ def versus(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
         if any(inner(entry.module, other.module) for other in lost):
             continue
         cause = f": {entry.eager_causes[0].cause} ({entry.eager_causes[0].site})" if entry.eager_causes else ""
-        out.append(
+        text = (
             f"{entry.module} ran {before[entry.module]:.0%} of its forward work compiled at the base and "
             f"{entry.compiled:.0%} with the change{cause}"
         )
+        if entry.role == "outside the targets":
+            out.append((text + " - the change moved it out of the compiled targets", False))
+        else:
+            out.append((text, True))
     return out
