@@ -161,6 +161,7 @@ def test_a_regional_target_fails_only_on_its_blocks_and_other_modules_are_outsid
     assert facts.coverage_failures == []
     head = _entry(facts, "lm_head")
     assert head.role == "outside the targets" and head.eager_causes[0].kind == "not-compiled"
+    assert _entry(facts, "model").role == "holds targets" and _entry(facts, "model.layers.*").role == "target"
 
 
 def test_a_module_that_loses_compiled_share_is_new_with_the_change():

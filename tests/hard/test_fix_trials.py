@@ -89,3 +89,6 @@ def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp
     )
     assert "--reason" in regional.fix and regional.fix.endswith("--write`")
     assert Path(_Plan.spec["recipe_root"]).name in regional.fix
+    # blocks the recipe does not target (a tower outside a per-block compile) get no such fix
+    facts.coverage[0].role = "outside the targets"
+    assert not any(f.override.get("compile_targets") for f in fixes(facts, _Plan()))  # type: ignore[arg-type]

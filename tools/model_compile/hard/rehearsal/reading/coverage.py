@@ -114,6 +114,8 @@ def _role(name: str, targets: list[str], disabled: list[str]) -> str:
         return "kept eager (documented)"
     if any(_target_covers(t, name) for t in targets):
         return "target"
+    if any(t and _target_covers(name, t.replace("*", "0")) for t in targets):
+        return "holds targets"  # a target lies inside it (`layers.*` holds `layers.*.mlp`)
     return "outside the targets"
 
 

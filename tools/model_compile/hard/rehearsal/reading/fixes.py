@@ -141,7 +141,7 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
         checkpointed = any(
             c.kind == "checkpoint" and c.share >= 0.5
             for e in facts.coverage
-            if e.module == group
+            if e.module == group and e.role in ("target", "holds targets")  # blocks the recipe means to compile
             for c in e.eager_causes
         )
         if parts and checkpointed and not any(f.override.get("compile_targets") for f in out):
