@@ -2,12 +2,16 @@
 
 Builds a git repo with 50 recipes (a kit, stage YAMLs, README) and 100
 commits that each touch one to three recipes (compile moved around the
-wrapper, stage YAML flipped, README edits, model code added), then times:
+wrapper, stage YAML flipped, README edits, model code added); every tenth
+commit also changes the shared engine module every recipe's run imports (code
+and a comment in turn: scope by what runs brings all 50 recipes into scope),
+then times:
 
 * one diff across the whole range (base = first commit, head = last),
 * a sweep: base = first commit, head = each of the 100 commits,
 * one step diff per commit (parent .. commit),
-* the CLI end to end once (process start included).
+* the CLI end to end once (process start included),
+* the import closure alone (parse/imports.py) of every recipe at the last commit.
 
 Usage: PYTHONPATH=tools python bench/bench_diff.py [--recipes 50] [--commits 100] [--keep DIR]
 """
@@ -26,6 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tools"))
 sys.path.insert(0, str(HERE.parent / "tests" / "review"))
+sys.path.insert(0, str(HERE.parent / "tests"))  # git_helpers
 
 from fixture_repo import base_files, commit, engine, git, init_repo, recipe_files, write  # noqa: E402
 
@@ -59,6 +64,10 @@ def build(root: Path, n_recipes: int, n_commits: int, seed: int = 7) -> list[str
                 p.write_text(p.read_text() + f"\nnote {k}\n")
             else:
                 write(root, {f"recipes/{name}/model/part{k}.py": f"def part_{k}(x):\n    return x + {k}\n"})
+        if k % 10 == 9:  # the shared engine module every recipe imports: code, then a comment only
+            p = root / "pkg/engine.py"
+            extra = f"\n\ndef helper_{k}():\n    return {k}\n" if k % 20 == 9 else f"\n# note {k}\n"
+            p.write_text(p.read_text() + extra)
         commits.append(commit(root, f"change {k}"))
     return commits
 
@@ -97,7 +106,12 @@ def main() -> int:
             f"{label}: n={len(xs)} total={sum(xs):.2f} s  median={statistics.median(xs) * 1000:.0f} ms  "
             f"p90={sorted(xs)[int(len(xs) * 0.9) - 1] * 1000:.0f} ms  max={max(xs) * 1000:.0f} ms"
         )
-    print(f"recipes analysed per step diff: mean={statistics.mean(touched):.1f} max={max(touched)}")
+    print(f"recipes in scope per step diff: mean={statistics.mean(touched):.1f} max={max(touched)}")
+    shared = [x for i, x in enumerate(step) if i % 10 == 9]
+    print(
+        f"step diffs that change the shared module (every recipe in scope): n={len(shared)} "
+        f"median={statistics.median(shared) * 1000:.0f} ms max={max(shared) * 1000:.0f} ms"
+    )
 
     t = time.perf_counter()
     proc = subprocess.run(
@@ -119,6 +133,27 @@ def main() -> int:
     )
     print(
         f"CLI end to end (range, json): {(time.perf_counter() - t) * 1000:.0f} ms, exit {proc.returncode}, {len(proc.stdout)} bytes"
+    )
+    import git as gitpython
+
+    from model_compile.parse.imports import ImportGraph, clear_cache
+    from model_compile.review.gittree import GitTree
+    from model_compile.review.scope import recipe_roots
+
+    runs = []
+    clear_cache()
+    with gitpython.Repo(root) as repo:
+        for _ in range(3):
+            t = time.perf_counter()
+            graph = ImportGraph(GitTree(repo.commit(commits[-1])))
+            sizes = [
+                len(graph.closure(recipe_roots(graph, name)))
+                for name in sorted({f.split("/")[1] for f in graph.py if f.startswith("recipes/")})
+            ]
+            runs.append(time.perf_counter() - t)
+    print(
+        f"import closure of {len(sizes)} recipes at the last commit: first {runs[0] * 1000:.0f} ms (parsing), "
+        f"then {min(runs[1:]) * 1000:.0f} ms (parsed once per content); {statistics.mean(sizes):.1f} files a recipe"
     )
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from model_compile.findings.models import Report
@@ -54,9 +55,30 @@ def test_skill_rules_md_is_current():
     )
 
 
-def test_skill_rehearsal_md_is_the_references_copy():
-    """The skill ships the rehearsal's reference beside its rules (SKILL.md links it): one text, two places."""
-    shipped = ROOT / "skills" / "model-compile" / "references" / "rehearsal.md"
-    assert shipped.read_text() == (ROOT / "references" / "rehearsal.md").read_text(), (
-        "copy: cp references/rehearsal.md skills/model-compile/references/rehearsal.md"
-    )
+SKILL_DIR = ROOT / "skills" / "model-compile"
+
+
+def test_skill_references_are_the_references_copies():
+    """The skill ships copies of the project's references (SKILL.md links them): one text, two places."""
+    shipped = sorted(p.name for p in (SKILL_DIR / "references").glob("*.md"))
+    assert {"generate.md", "patterns.md", "rehearsal.md", "review.md", "rules.md"} <= set(shipped)
+    for name in shipped:
+        assert (SKILL_DIR / "references" / name).read_text() == (ROOT / "references" / name).read_text(), (
+            f"copy: cp references/{name} skills/model-compile/references/{name}"
+        )
+
+
+def test_skill_links_resolve_one_level_deep():
+    """Every link of SKILL.md is relative and one level deep (references/x.md), and every link of a shipped
+    reference to another one resolves beside it: the installed skill reads them without the project."""
+    links = re.findall(r"\]\(([^)#]+)\)", (SKILL_DIR / "SKILL.md").read_text())
+    assert links and all(re.fullmatch(r"references/[\w.-]+\.md", link) for link in links), links
+    assert all((SKILL_DIR / link).is_file() for link in links)
+    for ref in (SKILL_DIR / "references").glob("*.md"):
+        for link in re.findall(r"\]\(([\w.-]+\.md)\)", ref.read_text()):
+            assert (ref.parent / link).is_file(), f"{ref.name} links {link}, which the skill does not ship"
+
+
+def test_skill_stays_short():
+    """What an agent needs to act; the rest is in references/ (two agents called 295 lines long)."""
+    assert len((SKILL_DIR / "SKILL.md").read_text().splitlines()) <= 160

@@ -220,3 +220,39 @@ def test_events_pickle_and_validate_as_the_contract_says():
     assert again == ledger and isinstance(again.events[0], Event) and isinstance(again.events[0].branches[0], Branch)
     with pytest.raises(ValueError):
         Ledger.model_validate({**ledger.model_dump(), "events": [{**values, "kind": "compiled"}]})
+
+
+PER_BLOCK = (
+    "model = self.model_kit.build_model(self.config.model.path)\n"
+    "if self.config.model.compile.enabled:\n"
+    "    # model-compile: regional - attention and MLP of each block compile inside the gradient checkpoint\n"
+    "    for layer in model.model.language_model.layers:\n"
+    "        layer.self_attn.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+    "        layer.mlp.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n"
+    "model = parallelize_model(model, parallel_mesh=self.parallel_mesh)\n"
+    "return model\n"
+)
+
+
+def test_hand_written_per_block_submodule_compile_reads_as_those_modules_of_each_block():
+    """`for layer in X: layer.self_attn.compile()` compiles `X.*.self_attn` (not `X.self_attn.*`, a false
+    target no module matches at run time)."""
+    rec = _ledger(PER_BLOCK)
+    assert rec.compile_path == "fallback:regional"
+    assert rec.compiled_target == [
+        "model.model.language_model.layers.*.self_attn",
+        "model.model.language_model.layers.*.mlp",
+    ]
+    assert rec.scope.patterns == ["model.language_model.layers.*.self_attn", "model.language_model.layers.*.mlp"]
+    assert not rec.errors
+
+
+def test_whole_block_loop_keeps_each_of_the_container():
+    rec = _ledger(
+        PER_BLOCK.replace("layer.self_attn.compile", "layer.compile").replace(
+            "        layer.mlp.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)\n",
+            "",
+        )
+    )
+    assert rec.compiled_target == ["each of model.model.language_model.layers"]
+    assert rec.scope.patterns == ["model.language_model.layers.*"]

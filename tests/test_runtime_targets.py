@@ -78,3 +78,18 @@ def test_a_target_that_does_not_exist_fails():
 def test_compiled_modules_outside_every_target_are_listed_not_failed():
     out = check_targets(NAMES, {*BLOCKS, "lm_head"}, ["model.language_model.layers.*"])
     assert out["target_failures"] == [] and out["other_compiled"] == ["lm_head"] and out["other_compiled_count"] == 1
+
+
+def test_a_submodule_of_each_block_is_matched_per_block():
+    """`for layer in layers: layer.self_attn.compile()` reads as `layers.*.self_attn` (the ledger's pattern): every
+    block's self_attn must be compiled; the misread `layers.self_attn.*` names no module at all."""
+    names = [*NAMES, *(f"{b}.self_attn" for b in BLOCKS), *(f"{b}.mlp" for b in BLOCKS)]
+    attn = {f"{b}.self_attn" for b in BLOCKS}
+    out = check_targets(names, attn, ["model.language_model.layers.*.self_attn"])
+    assert out["target_failures"] == [] and out["other_compiled"] == []
+    assert out["target_checks"][0]["text"] == "'model.language_model.layers.*.self_attn': 28 of 28 modules compiled"
+    short = check_target("model.language_model.layers.*.self_attn", names, attn - {f"{BLOCKS[3]}.self_attn"})
+    assert not short["ok"] and short["missing"] == [f"{BLOCKS[3]}.self_attn"]
+    assert (
+        "no module of the model matches" in check_target("model.language_model.layers.self_attn.*", names, attn)["text"]
+    )

@@ -91,11 +91,50 @@ def test_regional_scope_is_n_blocks_of_the_container():
     assert scope.eager[0].startswith(
         "everything `model` runs outside the blocks of `model.model.language_model.layers`"
     )
-    assert "lm_head" in scope.eager[0]
+    assert scope.eager[0] == "everything `model` runs outside the blocks of `model.model.language_model.layers`"
     assert scope.eager[1] == "`model.model.visual`, all of it (the kit keeps it eager too)"
     assert scope.eager[2] == "code patched in by apply_chunked_token_loss_patch, unless it runs inside a compiled part"
     both = compiled_scope([ledger(regional(), regional("model.model.visual.blocks"))], [KIT], SOURCE)
     assert not any("all of it" in line for line in both.eager)  # its blocks are compiled
+
+
+def per_block(member: str, line: int = 21) -> Event:
+    """`for layer in model.model.language_model.layers: layer.<member>.compile()`, as the ledger reads it."""
+    return Event(
+        kind="compile",
+        file=ENGINE,
+        line=line,
+        call=f"layer.{member}.compile(backend=b, mode=m)",
+        target=f"model.model.language_model.layers.*.{member}",
+        compile_style="inplace",
+        branches=[Branch(node=f"{ENGINE}:20", arm="loop")],
+    )
+
+
+def test_per_block_submodules_are_read_as_those_modules_of_each_block():
+    scope = compiled_scope([ledger(per_block("self_attn"), per_block("mlp", 22))], [KIT], SOURCE)
+    assert scope.patterns == ["model.language_model.layers.*.self_attn", "model.language_model.layers.*.mlp"]
+    assert scope.summary == (
+        "`self_attn` of each of the N blocks of `model.model.language_model.layers` (each compiled; N known at run "
+        "time); `mlp` of each of the N blocks of `model.model.language_model.layers` (each compiled; N known at run "
+        "time)"
+    )
+    assert scope.eager[0] == (
+        "everything `model` runs outside the `self_attn` of each block of `model.model.language_model.layers` and "
+        "the `mlp` of each block of `model.model.language_model.layers`"
+    )
+
+
+def test_planned_per_block_scope_names_the_models_own_modules():
+    scope = planned_scope(
+        "regional",
+        "model.vit.layers.*.attention",
+        "model",
+        around=(["vit.embeddings", "vit.layers.*.layernorm_before", "classifier"], "ViTForImageClassification"),
+    )
+    assert scope.patterns == ["vit.layers.*.attention"]
+    assert "`model.classifier`" in scope.eager[0] and "merger" not in scope.eager[0]
+    assert scope.eager[0].endswith("(modules read from ViTForImageClassification)")
 
 
 def test_submodule_scope_is_that_module():
@@ -121,8 +160,9 @@ def test_kit_to_regional_names_what_moves_to_eager():
     assert len(lines) == 2 and lines[1].startswith(
         "moved to eager: what `model` runs outside the blocks of `model.model.language_model.layers`"
     )
-    for word in ("token embeddings", "final norm", "lm_head", "loss", "apply_chunked_token_loss_patch"):
-        assert word in lines[1]
+    assert "apply_chunked_token_loss_patch" in lines[1]
+    for guessed in ("token embeddings", "lm_head", "in a Hugging Face model"):  # no module named without the model
+        assert guessed not in lines[1]
     back = scope_changes(reg, kit)  # widening: the same code moves into compile
     assert back[1].startswith("moved into compile: what `model` runs outside the blocks of")
 

@@ -16,9 +16,16 @@ RECIPE_REL = "recipes/toy_vlm"
 REASON = "vision tower has data dependent shapes"
 
 
-def make_repo(tmp_path: Path, engine: str = "none_assign", *, use_git: bool = True) -> Path:
+SITE_PACKAGES = ".venv/lib/python3.11/site-packages"
+
+
+def make_repo(tmp_path: Path, engine: str = "none_assign", *, use_git: bool = True, env: bool = True) -> Path:
+    """The toy repository with `engine` as its recipe's engine; `env`: with the stand-in transformers of
+    fixtures/site_packages in its `.venv` (generate reads the model's module tree there)."""
     root = tmp_path / "repo"
     shutil.copytree(FIXTURES / "toy_repo", root)
+    if env:
+        shutil.copytree(FIXTURES / "site_packages" / "transformers", root / SITE_PACKAGES / "transformers")
     src = FIXTURES / "engines" / (engine if "." in engine else f"{engine}.py")
     (root / ENGINE_REL).parent.mkdir(parents=True, exist_ok=True)  # git keeps no empty engine/ folder
     (root / ENGINE_REL).write_text(src.read_text())

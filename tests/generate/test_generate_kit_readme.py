@@ -7,6 +7,14 @@ from gen_helpers import RECIPE_REL, run_generate
 from model_compile.generate.planning import locate
 from model_compile.generate.planning.inputs import kit_scope
 from model_compile.ledger.repo import KitFacts
+from model_compile.parse.model_tree import ModelTree, Node
+
+
+def layout(name: str, paths: tuple[str, ...], incomplete: tuple[str, ...] = ()) -> locate.ModelLayout:
+    """A model layout with these modules (relative to the model), read as from the model's code."""
+    tree = ModelTree(root=name, nodes={p: Node(p, "") for p in ("", *paths)}, incomplete=set(incomplete))
+    return locate.ModelLayout(name, "read from its code", tree, "a test")
+
 
 GUARDED = KitFacts(
     file="kit.py",
@@ -18,8 +26,8 @@ GUARDED = KitFacts(
     model_param="m",
 )
 ALWAYS = GUARDED.model_copy(update={"found_by": {}})
-VIT = locate.ModelLayout("ViTForImageClassification", "known", {}, ("vit", "vit.encoder", "classifier"), True)
-QWEN = locate.ModelLayout("Qwen-style VLM", "hint", {}, ("model", "model.visual"), False)
+VIT = layout("ViTForImageClassification", ("vit", "vit.encoder", "classifier"))
+QWEN = layout("Qwen3VLForConditionalGeneration", ("model", "model.visual"))
 
 
 def test_kit_path_writes_the_compile_section(repo):

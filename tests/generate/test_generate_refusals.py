@@ -121,12 +121,13 @@ def test_parity_test_needs_no_testing_module(tmp_path):
     assert 'TARGET_PATTERNS = ["model.language_model.layers.*"]' in (skill / "asserts.py").read_text()
 
 
-def test_enable_on_an_older_flat_form_stage_is_refused_with_why(tmp_path):
+def test_enable_on_a_recipe_that_does_not_compile_is_refused_with_why(tmp_path):
+    """A flat `compile:` switch that no prepare_model() reads turns nothing on: wire compile first."""
     repo = make_repo(tmp_path, "none_return", use_git=False)
     stage = repo / RECIPE_REL / "configs" / "train.yaml"
     stage.write_text(stage.read_text().replace("  freeze_vit: true\n", "  freeze_vit: true\n  compile: false\n"))
     before = snapshot(repo)
     code, out, err = run_generate(str(repo / RECIPE_REL), "--enable", "train", "--reason", "try it on the toy")
     assert code == 2 and err.count("\n") == 1
-    assert "stage train sets the older flat `model.compile: <bool>` (MC206)" in err
+    assert "it does not compile yet; run `model-compile generate recipes/toy_vlm --path kit --write` first" in err
     assert snapshot(repo) == before

@@ -80,7 +80,7 @@ def test_generated_comment_and_readme_fit_the_repo(repo):
         "--path",
         "regional",
         "--target",
-        "model.language_model.layers",
+        "model.model.language_model.layers",
         "--reason",
         REASON_200,
         "--write",
@@ -109,7 +109,7 @@ def test_generated_comment_and_readme_fit_the_repo(repo):
         "  --config-override model.compile.enabled=true" in readme
     )
     assert "enable it with `--config-override" not in readme
-    assert "- Compiled scope: N blocks of `model.language_model.layers`" in readme
+    assert "- Compiled scope: N blocks of `model.model.language_model.layers`" in readme
     assert "run with compile on: torchrun" in err  # the printed command, too
     assert "enabled" not in {d.kind for d in recipe.documentation}
 
@@ -120,7 +120,7 @@ def test_readme_without_launcher_points_at_the_stage_yaml(repo):
         "--path",
         "submodule",
         "--target",
-        "model.language_model",
+        "model.model.language_model",
         "--reason",
         "only the language model is on the hot path",
         "--write",

@@ -14,8 +14,9 @@ from model_compile.errors import InputError
 from model_compile.hard.env import lock
 from model_compile.hard.env.proc import RankResult
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal import command, overrides
-from model_compile.hard.rehearsal.plan import read_keys
+from model_compile.hard.rehearsal import command
+from model_compile.hard.rehearsal.planning import overrides
+from model_compile.hard.rehearsal.planning.overrides import read_keys
 from model_compile.hard.rehearsal.seen import batches, drift, faults
 from model_compile.runtime.rehearsal.measure import memory
 from model_compile.runtime.rehearsal.models import names, shrink
@@ -79,10 +80,10 @@ def test_a_name_matches_under_any_of_its_spellings(tmp_path: Path) -> None:
 def test_model_config_options_take_a_bare_path_and_named_ones(tmp_path: Path) -> None:
     bare = tmp_path / "config.json"
     bare.write_text("{}")
-    main, named = command.model_config_options([str(bare), "/cluster/enc=enc.json", "acme/x=b.json"])
+    main, named = overrides.model_config_options([str(bare), "/cluster/enc=enc.json", "acme/x=b.json"])
     assert main == bare and named == {"/cluster/enc": Path("enc.json"), "acme/x": Path("b.json")}
     with pytest.raises(InputError, match="a second bare PATH"):
-        command.model_config_options([str(bare), str(bare)])
+        overrides.model_config_options([str(bare), str(bare)])
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""A base that differs from the head only in documentation or a stage's compile switch is the same rehearsal."""
+"""A base that differs from the head only in documentation, Python comments or docstrings, or a stage's compile
+switch is the same rehearsal."""
 
 from __future__ import annotations
 
@@ -50,7 +51,11 @@ def _edit(repo: Path, rel: str, text: str) -> None:
         # near misses: another value of the stage, the backend, code, a new file that is not documentation
         ({"recipes/r/configs/stage2.yaml": STAGE.replace("512", "1024")}, None),
         ({"recipes/r/configs/stage2.yaml": STAGE.replace("inductor", "aot_eager")}, None),
+        # a comment or a docstring in Python is the same code: the same run
+        ({"recipes/r/engine.py": "x = 1  # the one\n"}, ["recipes/r/engine.py"]),
+        ({"recipes/r/engine.py": '"""The engine."""\nx = 1\n'}, ["recipes/r/engine.py"]),
         ({"recipes/r/engine.py": "x = 2\n"}, None),
+        ({"recipes/r/engine.py": "x = 1\ny = x\n"}, None),
         ({"recipes/r/tests/test_x.py": "def test(): pass\n"}, None),
         ({"recipes/r/configs/stage3.yaml": STAGE}, None),
     ],

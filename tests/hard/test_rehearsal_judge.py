@@ -11,9 +11,9 @@ import pytest
 from model_compile.analyze import analyze_path
 from model_compile.hard.env.proc import RankResult
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal import judge, sites
-from model_compile.hard.rehearsal.fixes import shorten
-from model_compile.hard.rehearsal.plan import plan
+from model_compile.hard.rehearsal.planning.plan import plan
+from model_compile.hard.rehearsal.reading import judge, sites
+from model_compile.hard.rehearsal.reading.fixes import shorten
 from model_compile.hard.rehearsal.render import readable_guard, summary_lines, text
 from model_compile.hard.rehearsal.run import to_layer
 
@@ -33,6 +33,7 @@ def _micro(
     return {
         "step": step,
         "shape": "tokens 1x32",
+        "shapes": {"input_ids": [1, 32], "labels": [1, 32]},
         "seconds": 0.5 if graphs else 0.1,
         "new_graphs": graphs,
         "recompiles": recompiles or [],
@@ -139,9 +140,11 @@ def test_a_recompile_is_one_new_variant_and_the_limit_hit_fails_with_its_fix(tmp
     assert facts.recompile_count == 2 and len(facts.steps[0].recompiles) == 2  # count, not the guards checked
     assert facts.recompile_frames[0].startswith("2 recompile(s) in forward (/repo/mvp/loss.py:243)")
     assert facts.status == "failed" and "recompile limit hit at optimizer step 1" in (facts.reason or "")
-    assert any("mark the length dynamic" in f and "--path regional" in f for f in facts.fixes)
+    mark = next(f for f in facts.fixes if "mark the length dynamic" in f.fix)
+    assert "torch._dynamo.mark_dynamic(batch['input_ids'], 1)" in mark.fix
+    assert mark.override == {"mark_dynamic": [["input_ids", 1]]} and mark.tried == "not tried"
     lines = summary_lines(facts)
-    assert lines[0].startswith("FAILED: recompile limit hit") and lines[1].startswith("fix: ")
+    assert lines[0].startswith("FAILED: recompile limit hit") and lines[1].startswith("fix, not tried: mark the length")
 
 
 def test_a_per_layer_cache_guard_and_a_hard_coded_dynamic_false_are_named(tmp_path: Path) -> None:
@@ -161,8 +164,9 @@ def test_a_per_layer_cache_guard_and_a_hard_coded_dynamic_false_are_named(tmp_pa
         )
     ]
     facts = _read(tmp_path, _records([0.0], [0.0], micro), recipe="lm_static")
-    assert any("use_cache=False" in f and "engine/lm_static_engine.py:" in f for f in facts.fixes)
-    assert any("hard-codes dynamic=False" in f for f in facts.fixes)
+    cache = next(f for f in facts.fixes if "use_cache=False" in f.fix)
+    assert "engine/lm_static_engine.py:" in cache.fix and cache.override == {"call_kwargs": {"use_cache": False}}
+    assert any("hard-codes dynamic=False" in f.cause and f.override for f in facts.fixes)
 
 
 @pytest.mark.parametrize(("recompiles", "noted"), [(7, True), (6, True), (5, False)])
@@ -186,7 +190,7 @@ def test_a_frame_at_or_one_variant_short_of_the_limit_is_a_note_not_a_failure(
             f"forward (/repo/mvp/loss.py:243): {recompiles + 1} compiled variants of 8"
         )
         assert "one per new input size" in facts.near_limit[0]
-        assert any("mark the length dynamic" in f for f in facts.fixes)
+        assert any("mark the length dynamic" in f.fix for f in facts.fixes)
         assert f"near the recompile limit: {facts.near_limit[0]}" in summary_lines(facts)
         assert f"  near the limit: {facts.near_limit[0]}" in (text(facts, "cmd") or "").splitlines()
 
@@ -601,7 +605,7 @@ def test_a_data_path_that_failed_is_a_fix_to_make_before_the_figures_count(
     records = _records([1e-2, 1e-2], [1e-2, 1e-2], [_micro(0, graphs=3), _micro(1)])
     records["compiled"][0]["feed"] = feed
     facts = _read(tmp_path, records)
-    found = [f for f in facts.fixes if "data path failed on the rehearsal's rows" in f]
+    found = [f.cause + " " + f.fix for f in facts.fixes if "data path failed on the rehearsal's rows" in f.cause]
     assert bool(found) is named
     if named:
         assert "(r/pre.py:148: ValueError: no budget.)" in found[0] and "model-compile rehearse " in found[0]
@@ -644,8 +648,9 @@ def test_a_base_that_differs_only_in_the_compile_switch_is_not_rehearsed_again(
     )
     assert capsys.readouterr().err == "" and head.base is None and head.base_rev == "HEAD"
     assert head.versus_base == [
-        "the base (HEAD) differs from what was rehearsed only in recipes/r/configs/stage2.yaml: documentation or a "
-        "stage's compile switch, which the rehearsal sets itself, so the base's rehearsal would be this same run "
-        "(not run again): everything measured here is already there at the base with compile on"
+        "the base (HEAD) differs from what was rehearsed only in recipes/r/configs/stage2.yaml: documentation, "
+        "comments or docstrings, or a stage's compile switch, which the rehearsal sets itself, so the base's "
+        "rehearsal would be this same run (not run again): nothing is new with the change, everything measured here "
+        "is already there at the base"
     ]
     assert summary_lines(head)[0].startswith("against the base HEAD: the base (HEAD) differs from what was rehearsed")

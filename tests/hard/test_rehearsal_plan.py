@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from model_compile.analyze import analyze_path
-from model_compile.hard.rehearsal.data_plan import plan_data
-from model_compile.hard.rehearsal.model_plan import (
+from model_compile.hard.rehearsal.planning.data_plan import plan_data
+from model_compile.hard.rehearsal.planning.model_plan import (
     UNKNOWN_DEPTH,
     NotPlanned,
     depth_of,
@@ -20,8 +20,8 @@ from model_compile.hard.rehearsal.model_plan import (
     plan_model,
     shrink,
 )
-from model_compile.hard.rehearsal.plan import plan
-from model_compile.hard.rehearsal.world import plan_world
+from model_compile.hard.rehearsal.planning.plan import plan
+from model_compile.hard.rehearsal.planning.world import plan_world
 from model_compile.runtime.rehearsal.inputs import vocab
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"

@@ -56,9 +56,20 @@ def test_per_block_compile_passes_on_two_ranks_against_the_measured_noise_floor(
     assert blocks.keys["state_dict"].endswith("unchanged") and blocks.keys["dcp"].endswith("unchanged")
     assert len(blocks.steps) == 6 and all(s.micro_steps == 2 for s in blocks.steps)  # the stage's accumulation
     assert blocks.sync and blocks.sync.startswith("no gradient sync on the") and "every rank" in blocks.sync
-    assert blocks.steady_steps == 5 and blocks.recompile_count == 0 and blocks.graph_break_count == 0
+    # the last optimizer step is the coverage map's: left out of the steady figure
+    assert blocks.steady_steps == 4 and blocks.recompile_count == 0 and blocks.graph_break_count == 0
+    assert blocks.steps[-1].measured and not any(s.measured for s in blocks.steps[:-1])
     assert blocks.batches and blocks.batches.startswith("the recipe's data path, as it is")
     assert len(blocks.ranks) == 2
+
+
+def test_blocks_that_compile_show_as_compiled_in_the_coverage_map(blocks: RehearsalFacts) -> None:
+    layers = next(e for e in blocks.coverage if e.module == "model.layers.*")
+    assert layers.count == 10 and layers.compiled == 1.0 and layers.role == "target" and layers.work > 0.5
+    assert blocks.coverage_failures == [] and blocks.compiled_share is not None
+    # what is not a target (the embedding, the head) is said to be outside the targets, with that cause
+    outside = [e for e in blocks.coverage if e.role == "outside the targets" and e.compiled < 1.0]
+    assert outside and all(c.kind == "not-compiled" for e in outside for c in e.eager_causes)
 
 
 def test_the_record_starts_with_the_judged_verdict(blocks: RehearsalFacts) -> None:
@@ -67,11 +78,18 @@ def test_the_record_starts_with_the_judged_verdict(blocks: RehearsalFacts) -> No
 
 
 def test_a_frame_that_recompiles_per_layer_fails_and_names_the_fix(static: RehearsalFacts) -> None:
-    assert static.status == "failed" and "recompile limit hit" in (static.reason or "")
+    assert static.status == "failed" and any(p.startswith("recompile limit hit") for p in static.problems)
+    # the layers past the limit run eager: the coverage map says so, and why, first
+    assert static.coverage_failures and "the recompile limit was hit in" in static.coverage_failures[0]
+    assert (static.reason or "").startswith("compile has no effect on model.layers.*")
     assert static.world_size == 1 and static.precision == "fp32 (optim.mixed_precision)"
     assert "float64 reference" in (static.parity_rule or "")  # an fp32 recipe: the reference runs in float64
     assert any("forward_with_checkpointing" in h for h in static.limit_hits)
-    assert any("use_cache=False" in f and "engine/lm_static_engine.py:" in f for f in static.fixes)
+    cache = next(f for f in static.fixes if "use_cache=False" in f.fix)
+    assert "engine/lm_static_engine.py:" in cache.fix
+    # tried by a rerun with the model called with use_cache=False: proven (the per-layer variants are gone)
+    assert cache.tried == "proven", cache.reason
+    assert cache.figures["limit_hits"][1] == 0 and cache.figures["parity"] == "within the bound"
 
 
 def test_the_torch_compile_wrapper_fails_on_changed_keys(tmp_path_factory: pytest.TempPathFactory) -> None:

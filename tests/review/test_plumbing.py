@@ -184,7 +184,10 @@ def test_kit_change_reaches_the_recipes_that_call_the_changed_class(tmp_path):
     c1 = commit(root, "kit")
     rep = review(root, base=c0, head=c1)
     assert rep.kit_changed and rep.kit_files == ["pkg/kit/mllm/model.py"] and rep.kit_classes == ["MLLMModelKit"]
-    assert [(d.name, d.status) for d in rep.recipes] == [("vlm", "kit")]  # toy has no kit compile
+    # toy has no kit compile: it is in scope only because its run imports the changed file
+    assert [(d.name, d.status) for d in rep.recipes] == [("toy", "imports"), ("vlm", "kit")]
+    (toy,) = [d for d in rep.recipes if d.name == "toy"]
+    assert [i.path for i in toy.imports] == ["pkg/kit/mllm/model.py"] and toy.code_changed
 
 
 def test_a_change_to_one_kit_class_leaves_the_recipes_of_another_out(tmp_path):
@@ -210,15 +213,16 @@ def test_a_change_to_one_kit_class_leaves_the_recipes_of_another_out(tmp_path):
     assert [d.name for d in rep.recipes] == ["vlm"]  # lm calls LLMModelKit, which the change does not touch
 
 
-def test_a_kit_file_changed_outside_its_compile_scopes_no_recipe(tmp_path):
+def test_a_kit_file_changed_outside_its_compile_scopes_the_recipes_that_import_it(tmp_path):
     root = _repo(tmp_path)
     c0 = git(root, "rev-parse", "HEAD")
     kit = root / "pkg/kit/mllm/model.py"
     kit.write_text(kit.read_text() + "\n\ndef unrelated():\n    return 1\n")
     c1 = commit(root, "kit helper")
     rep = review(root, base=c0, head=c1)
-    assert not rep.kit_changed and rep.recipes == []
-    assert any("changed outside apply_model_compile" in n for n in rep.notes)
+    assert not rep.kit_changed  # the kit's compile is unchanged; the code the recipes import is not
+    assert [(d.name, d.status) for d in rep.recipes] == [("toy", "imports"), ("vlm", "imports")]
+    assert any("changed outside apply_model_compile" in n and "where their run imports" in n for n in rep.notes)
 
 
 def test_binary_file_is_listed_not_read_as_text(tmp_path):

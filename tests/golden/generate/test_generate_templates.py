@@ -66,6 +66,26 @@ CASES = {
         "enabled_default": "False",
     },
 }
+# Variants of a template (`<template>#<variant>`): the same file rendered with other variables.
+CASES.update(
+    {
+        "compile/regional.py.j2#per-block": {
+            **CASES["compile/regional.py.j2"],
+            "loops": [{"container": "model.model.language_model.layers", "members": ["self_attn", "mlp"]}],
+            "modules": [],
+        },
+        "compile/submodule.py.j2#several": {
+            **CASES["compile/submodule.py.j2"],
+            "modules": ["model.model.language_model", "model.lm_head"],
+            "loops": [{"container": "model.model.visual.blocks", "members": ["attn"]}],
+        },
+        "readme/compile_section.md.j2#several": {
+            **CASES["readme/compile_section.md.j2"],
+            "kind": "regional",
+            "targets": ["model.model.language_model.layers.*.self_attn", "model.model.language_model.layers.*.mlp"],
+        },
+    }
+)
 LONG_REASON = (
     "the vision tower computes position ids and cu_seqlens from grid_thw with tolist(), which breaks graphs "
     "and recompiles per image size; the decoder layers are where the time goes"
@@ -73,21 +93,27 @@ LONG_REASON = (
 
 
 def _golden(name: str) -> Path:
-    return FILES / (name.replace("/", "__").removesuffix(".j2") + ".golden")
+    template, _, variant = name.partition("#")
+    stem = template.replace("/", "__").removesuffix(".j2")
+    return FILES / (f"{stem}#{variant}.golden" if variant else f"{stem}.golden")
+
+
+def _template(name: str) -> str:
+    return name.partition("#")[0]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name):
-    text = templating.render(name, CASES[name])
+    text = templating.render(_template(name), CASES[name])
     golden = _golden(name)
     if os.environ.get("MODEL_COMPILE_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text(), f"{name} changed; regenerate the golden file if intended"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in CASES if n.endswith(".py.j2")))
+@pytest.mark.parametrize("name", sorted(n for n in CASES if _template(n).endswith(".py.j2")))
 def test_rendered_python_parses(name):
-    text = templating.render(name, CASES[name])
+    text = templating.render(_template(name), CASES[name])
     ast.parse(text)  # a whole statement / class on its own
     # and as it lands: inside a method body (compile blocks) or a class body (__init__, fields)
     ast.parse("class Engine:\n    def prepare_model(self):\n" + textwrap.indent(text, "        ") + "        return model\n")
@@ -105,7 +131,7 @@ def test_fallback_blocks_carry_the_documentation_comment():
         assert f"# model-compile: {kind} - {REASON}" in text
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(n for n in CASES if "#" not in n))  # variants add optional variables
 def test_missing_variable_is_an_error(name):
     env = templating.environment()
     src = env.loader.get_source(env, name)[0]

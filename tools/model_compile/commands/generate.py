@@ -9,10 +9,14 @@ On a recipe that already compiles through the requested path (and target)
 it is a no-op ("already wired"); another path is refused unless --switch.
 The recipe's own test files are never replaced (our hooks are merged into its
 asserts.py) unless --force.
+--target is repeatable (regional, submodule) and takes `CONTAINER.*.NAME` for
+that submodule of each block; before writing, the targets are checked against
+the model's module tree (generate/planning/structure.py).
 With --enable STAGE ... / --disable STAGE ... it edits only those stage YAMLs
 of a recipe that already compiles: `model.compile.enabled` (and --backend /
---mode when given), with the intent note `# model-compile: enabled - <reason>`
-on each enabled line; the output names the smoke command of each stage.
+--mode when given; the compile keys added where a stage has none), with the
+intent note `# model-compile: enabled - <reason>` on each enabled line; the
+output names the smoke command of each stage.
 Exit codes: 0 done / nothing to change / dry run, 1 written but soft
 validation has error findings, 2 unusable input (nothing written).
 """
@@ -43,7 +47,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
     p.add_argument("recipe", type=Path, help="recipe folder (recipes/<name>)")
     p.add_argument("--path", choices=GENERATE_PATHS, default="kit", help="kit (default) or a documented fallback")
-    p.add_argument("--target", help="submodule / disabled region / block list (default: inferred statically)")
+    p.add_argument(
+        "--target",
+        action="append",
+        metavar="ATTR",
+        help="what to compile, from the model variable (default: inferred from the model's code): a submodule, the "
+        "disabled region (graph-break), a block container (regional), or `CONTAINER.*.NAME` for that submodule of "
+        "each block (regional, submodule); repeat --target for several (regional, submodule); quote a `*`",
+    )
     p.add_argument("--reason", help="why the fallback is needed (required for fallbacks)")
     p.add_argument("--backend", choices=BACKENDS, help="config default backend (inductor); with --enable: set it")
     p.add_argument("--mode", choices=MODES, help="config default mode (default); with --enable: set it")
@@ -135,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
             "target": plan.target,
             "target_inferred": plan.target_inferred,
             "target_why": plan.target_why,
+            "targets": plan.targets,
+            "offered_targets": plan.offered,
             "dry_run": not args.write,
             "changed": bool(changed),
             "already_wired": plan.already_wired,

@@ -97,7 +97,8 @@ def exit_code(status: str, require_complete: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_compile.hard.rehearsal.command import Options, model_config_options, standalone
+    from model_compile.hard.rehearsal.command import Options, standalone
+    from model_compile.hard.rehearsal.planning.overrides import model_config_options
     from model_compile.hard.rehearsal.render import text
 
     bare, named = model_config_options(list(args.model_config or []))

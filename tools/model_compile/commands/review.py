@@ -55,6 +55,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         "model, NAME=PATH for a model a recipe loads by NAME that is not on this machine (repeatable)",
     )
     p.add_argument(
+        "--config-name",
+        metavar="STAGE",
+        help="with --hard: the stage config the runtime layers run, without .yaml (the rehearsal takes it as "
+        "`rehearse --config-name` does, the smoke as `validate --hard --config-name`); default: the stage each "
+        "recipe's rehearsal chooses (the first that enables compile, else the heaviest wrap and data regime)",
+    )
+    p.add_argument(
         "--format",
         choices=FORMATS,
         default="markdown",
@@ -66,12 +73,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
 
 def run(args: argparse.Namespace) -> int:
     """Review PATH and print the report."""
-    from model_compile.hard.rehearsal.command import Options, check, model_config_options
+    from model_compile.hard.rehearsal.command import Options, check
+    from model_compile.hard.rehearsal.planning.overrides import model_config_options
     from model_compile.report.render import emit, write_all
     from model_compile.report.run import review_path
 
     if args.trace and not args.hard:
         raise InputError("--trace needs --hard")
+    if args.config_name is not None and not args.hard:
+        raise InputError("--config-name needs --hard (it names the stage the runtime layers run)")
+    if args.config_name is not None and (not args.config_name or "/" in args.config_name):
+        raise InputError(f"--config-name {args.config_name!r}: give a stage name, e.g. train (configs/train.yaml)")
     if (args.config_override or args.model_config) and not args.hard:
         raise InputError("--config-override and --model-config need --hard (they shape the runtime layers)")
     bare, named = model_config_options(list(args.model_config or []))
@@ -88,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         python=args.python,
         trace=args.trace,
         out=out.resolve() if out else None,
+        config_name=args.config_name,
         runtime=runtime,
     )
     if out is not None:

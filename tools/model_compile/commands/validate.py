@@ -74,7 +74,7 @@ def run_hard(args: argparse.Namespace) -> int:
     from model_compile.errors import InputError
     from model_compile.hard.layers import interrupt, render
     from model_compile.hard.layers.runner import validate_hard
-    from model_compile.hard.rehearsal.command import model_config_options
+    from model_compile.hard.rehearsal.planning.overrides import model_config_options
 
     bare, named = model_config_options(list(getattr(args, "model_config", None) or []))
     fmt = getattr(args, "format", "text")

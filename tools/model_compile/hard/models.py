@@ -6,8 +6,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from model_compile.hard.facts import (  # noqa: F401 - re-exported: the rehearsal's facts live in hard/facts.py
+    ChangedLines,
+    CoverageEntry,
+    EagerCause,
+    Fix,
+    GraphBreakSite,
+    LayerStatus,
+    RehearsalFacts,
+    RehearsalStep,
+)
+
 LayerName = str  # "soft", "structure", "smoke", "impact:<file>"
-LayerStatus = Literal["passed", "failed", "timeout", "missing", "not-run", "unavailable", "skipped", "tool-error"]
 Verdict = Literal["passed", "failed", "incomplete"]
 
 
@@ -185,179 +195,6 @@ class RuntimeRecord(_Part):
     timing: Timing = Field(default_factory=Timing)
     orig_mod_key_count: int | None = None
     violations: list[str] = Field(default_factory=list)
-
-
-class GraphBreakSite(BaseModel):
-    """One graph-break site of a rehearsal, from its TORCH_TRACE."""
-
-    site: str = Field(description="`path:line` in the repository, or `library <package path>:line`")
-    reason: str
-    count: int = 1
-
-
-class RehearsalStep(BaseModel):
-    """One optimizer step of the rehearsal (its micro-steps), on rank 0: the compiled twin against the reference."""
-
-    step: int
-    micro_steps: int = 1
-    shape: str = Field(description="the batch of each micro-step, as the recipe's data path made it")
-    eager_s: float | None = None
-    compiled_s: float | None = None
-    grad_err: float | None = Field(default=None, description="compiled twin's gradient error to the reference")
-    grad_err_eager: float | None = Field(default=None, description="the eager twin's error to the reference")
-    grad_bound: float | None = None
-    worst_grad: str | None = None
-    loss_err: float | None = Field(default=None, description="the worst micro-step's loss error to the reference")
-    loss_err_eager: float | None = None
-    loss_bound: float | None = None
-    recompiles: list[str] = Field(
-        default_factory=list, description="'<frame (file:line)>: <failed guard>', one per new variant"
-    )
-    new_graphs: int | None = None
-    limit_hits: list[str] = Field(default_factory=list)
-    error: str | None = None
-
-
-class RehearsalFacts(BaseModel):
-    """The rehearsal layer: the recipe's own training run on a tiny model of its architecture (real depth, tiny
-    width), in its precision, wrap and data path, eager twin(s) against the compiled run."""
-
-    status: LayerStatus = "not-run"
-    reason: str | None = None
-    fault: str = Field(default="", description="'tool' when model-compile's own code failed (status tool-error)")
-    detail: str = Field(default="", description="the child's traceback tail when it stopped")
-    label: str = Field(description="'cpu-only (tiny model)' or 'accelerator:<name> (tiny model)'")
-    stage: str | None = None
-    stage_reason: str | None = None
-    model_source: str | None = Field(default=None, description="where the architecture and its depth come from")
-    depth: dict[str, Any] = Field(default_factory=dict, description="layers per stack of the rehearsed model")
-    depth_known: bool | None = None
-    shrunk: list[str] = Field(default_factory=list, description="the widths shrunk (never depth)")
-    checkpoint: str | None = None
-    model_class: str | None = None
-    parameters: int | None = None
-    returned: str | None = Field(default=None, description="class of what prepare_model() returned")
-    world_size: int = 1
-    world_size_reason: str = ""
-    wrap: str | None = Field(default=None, description="the wrap measured on the model prepare_model() returned")
-    backend: str | None = None
-    backend_reason: str | None = None
-    mode: str | None = None
-    precision: str | None = Field(default=None, description="the recipe's training precision, as its config says")
-    twins: list[str] = Field(default_factory=list, description="the runs compared: reference, eager, compiled")
-    parity_rule: str | None = None
-    batches: str | None = Field(default=None, description="where the batches came from, in words")
-    batches_mode: str | None = Field(default=None, description="own, rows or batches")
-    data_failure: str | None = Field(
-        default=None,
-        description="where and how the recipe's data path raised on the rehearsal's rows (file:line: error)",
-    )
-    token_counts: list[int] = Field(
-        default_factory=list, description="the distinct token counts (sequence lengths) the compiled twin was fed"
-    )
-    accumulation: str | None = None
-    steps_planned: int | None = None
-    overrides: list[str] = Field(default_factory=list)
-    compiled_modules: list[str] = Field(default_factory=list)
-    compiled_module_count: int | None = None
-    target_checks: list[str] = Field(default_factory=list)
-    target_failures: list[str] = Field(default_factory=list)
-    keys: dict[str, str] = Field(
-        default_factory=dict, description="state_dict / parameters / dcp: unchanged or what changed"
-    )
-    key_failures: list[str] = Field(default_factory=list)
-    steps: list[RehearsalStep] = Field(default_factory=list)
-    recompile_frames: list[str] = Field(
-        default_factory=list, description="'<n> recompile(s) in <frame> (last guard: ...)', most first"
-    )
-    recompile_count: int = Field(default=0, description="new compiled variants after the first compile, rank 0")
-    near_limit: list[str] = Field(
-        default_factory=list,
-        description="frames at or one variant short of the recompile limit (a note, not the verdict)",
-    )
-    graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
-    graph_break_count: int = Field(default=0, description="graph breaks in the compiled twin's trace, rank 0")
-    graph_break_site_count: int = Field(default=0, description="distinct file:line sites of those breaks")
-    ranks: list[str] = Field(default_factory=list, description="per rank: graphs, recompiles, limit hits")
-    sync: str | None = Field(default=None, description="gradient sync on micro-steps that should not sync")
-    fixes: list[str] = Field(default_factory=list, description="the fix the rehearsal recognises, and how to prove it")
-    first_step_s: float | None = None
-    steady_step_s: float | None = None
-    steady_steps: int | None = Field(
-        default=None, description="how many optimizer steps the steady figure is the median of"
-    )
-    eager_step_s: float | None = None
-    trace_compile_s: float | None = None
-    wall_s: float = 0.0
-    server_start_s: float | None = Field(
-        default=None,
-        description="of the wall, the fork server's start: the interpreter and one import of torch and "
-        "transformers that every twin shares (None: each rank started a process of its own)",
-    )
-    peak_rss_mb: float | None = None
-    cpu_s: float | None = Field(
-        default=None, description="CPU seconds of every child (steadier than wall on a shared machine)"
-    )
-    torch: str | None = None
-    device: str | None = None
-    problems: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    limits: str = ""
-    log: str | None = None
-    record: str | None = Field(default=None, description="the folder of the children's records, logs and traces")
-    models: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="every model the recipe built, measured in the child: class, role, source (where its config "
-        "came from), parameters, trainable, stacks ({path: 'N Block'}, the repeated blocks counted on the built "
-        "module tree), shrunk (widths, never depth)",
-    )
-    loads: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="each from_pretrained of the run: class, kind, name, to (the folder read: the rehearsal's "
-        "checkpoint, or a stand-in of name), source (where the stand-in's config came from)",
-    )
-    user_overrides: list[str] = Field(
-        default_factory=list, description="--config-override K=V, applied before the rehearsal's own overrides"
-    )
-    memory: dict[str, Any] = Field(
-        default_factory=dict,
-        description="the check before stepping (rank 0): rss_mb, more_mb expected per twin, available_mb, source",
-    )
-    rank_rss: list[str] = Field(
-        default_factory=list, description="each twin's ranks' resident memory as the parent sampled it (peak)"
-    )
-    batches_seen: dict[str, Any] = Field(
-        default_factory=dict,
-        description="what the train loader handed the model (rank 0 of the compiled twin, else the eager one): "
-        "keys ({key: dtype}), described (the first batches, {key: 'dtype shape'}), batches by source "
-        "(recipe or tool), samples, rows, most_in_a_row, counted_by",
-    )
-    packing: str | None = Field(default=None, description="the packing the batches showed (measured, not configured)")
-    rows_dropped: str | None = Field(
-        default=None,
-        description="rows the recipe's data path read and did not hand the model, and the reasons its log gives",
-    )
-    environment_drift: list[str] = Field(
-        default_factory=list,
-        description="each package the run imported whose version differs from the repository's pin (uv.lock, "
-        "requirements, pyproject)",
-    )
-    base: RehearsalFacts | None = Field(default=None, description="the same rehearsal of the change's base")
-    base_rev: str | None = None
-    versus_base: list[str] = Field(
-        default_factory=list, description="each measure marked new with the change or already there"
-    )
-
-    @property
-    def recompiles(self) -> list[str]:
-        return [f"step {s.step} ({s.shape}): {r}" for s in self.steps for r in s.recompiles]
-
-    @property
-    def limit_hits(self) -> list[str]:
-        return [f"step {s.step} ({s.shape}): {h}" for s in self.steps for h in s.limit_hits]
-
-
-RehearsalFacts.model_rebuild()
 
 
 class HardReport(BaseModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,12 @@ class LedgerBuilder:
         out = unparse(resolved)
         if root in frame.loops:
             rest = out[len(root) :]
+            if re.match(r"\.[A-Za-z_]", rest) and not frame.loops[root].startswith("each of "):
+                # `for layer in X: layer.self_attn.compile()`: that submodule of each block, `X.*.self_attn`
+                attribute = re.match(r"(?:\.[A-Za-z_]\w*)+", rest)
+                assert attribute is not None
+                tail = rest[attribute.end() :]
+                return f"{frame.loops[root]}.*{attribute.group(0)}{tail}"
             return f"each of {frame.loops[root]}{rest}"
         return out
 

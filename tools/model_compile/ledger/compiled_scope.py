@@ -29,13 +29,6 @@ from model_compile.ledger.repo import KitFacts
 
 PartKind = Literal["whole-model", "blocks", "module"]
 
-# What the code around a block container usually is, by the container's place
-# in a Hugging Face-style model (named so a reader knows what "outside" means).
-_AROUND = (
-    (("visual", "vision", "vit", "encoder"), "the patch embedding, position ids and the merger/projector"),
-    (("language_model", "layers", "decoder", "h"), "the token embeddings, the final norm, lm_head and the loss"),
-)
-
 
 class ScopePart(BaseModel):
     """One compiled region."""
@@ -52,14 +45,26 @@ class ScopePart(BaseModel):
     via: str = Field(default="", description="how: kit, inplace, wrapper, function")
     line: int | None = None
 
+    @property
+    def per_block(self) -> tuple[str, str] | None:
+        """(container, member) of a part that compiles a submodule of each block (`X.*.self_attn`), else None."""
+        container, star, member = self.module.partition(".*.")
+        return (container, member) if self.kind == "blocks" and star else None
+
     def short(self) -> str:
-        """The part in a few words: `the blocks of `X``, `X`."""
+        """The part in a few words: `the blocks of `X``, `the `self_attn` of each block of `X``, `X`."""
+        if self.per_block:
+            container, member = self.per_block
+            return f"the `{member}` of each block of `{container}`"
         return f"the blocks of `{self.module}`" if self.kind == "blocks" else f"`{self.module}`"
 
     def describe(self) -> str:
         """One phrase: `whole model `model` minus `model.model.visual``."""
         if self.kind == "whole-model":
             text = f"whole model `{self.module}`"
+        elif self.per_block:
+            container, member = self.per_block
+            text = f"`{member}` of each of the N blocks of `{container}` (each compiled; N known at run time)"
         elif self.kind == "blocks":
             text = f"N blocks of `{self.module}` (each compiled; N known at run time)"
         else:
@@ -146,13 +151,14 @@ def _part(event: Event, model_var: str, kit: KitFacts | None, breaks: list[str])
         )
     if not path:
         return None
-    if looped:
+    if looped or "*" in path.split("."):
         container = path
         rel = _relative(container, model_var)
+        each = "*" in path.split(".")  # `X.*.self_attn`: the pattern names the modules themselves
         return ScopePart(
             kind="blocks",
             module=container,
-            pattern=f"{rel}.*" if rel else "*",
+            pattern=rel if each else (f"{rel}.*" if rel else "*"),
             via=event.compile_style or "",
             line=event.line,
         )
@@ -168,20 +174,18 @@ def _part(event: Event, model_var: str, kit: KitFacts | None, breaks: list[str])
     )
 
 
-def _around(container: str) -> str:
-    segments = container.split(".")
-    for names, text in _AROUND:
-        if any(s in names for s in segments):
-            return text
-    return "the code of its parent modules"
-
-
 def eager_regions(
-    parts: list[ScopePart], model_var: str, patches: list[str], kit_regions: list[str] | None = None
+    parts: list[ScopePart],
+    model_var: str,
+    patches: list[str],
+    kit_regions: list[str] | None = None,
+    around: tuple[list[str], str] | None = None,
 ) -> list[str]:
     """What stays eager, in module terms, for a set of compiled parts.
 
     `kit_regions`: what the repo's kit keeps eager (`model.model.visual`); named when no part compiles it.
+    `around`: the model's own modules outside the compiled parts (relative to the model) and where that list was
+    read from, when the model's code was found (`parse/model_tree.py`); without it no module is named.
     """
     if not parts:
         return [f"`{model_var}`: nothing is compiled"]
@@ -194,9 +198,12 @@ def eager_regions(
             )
     if any(p.kind == "whole-model" for p in parts):
         return out
-    hints = list(dict.fromkeys(_around(p.module) for p in parts if p.kind == "blocks"))
     text = f"everything `{model_var}` runs outside " + " and ".join(p.short() for p in parts)
-    out.append(text + (f" (in a Hugging Face model: {'; '.join(hints)})" if hints else ""))
+    if around is not None and around[0]:
+        modules = ", ".join(f"`{model_var}.{m}`" for m in around[0])
+        text += f": the modules {modules} and the code of the forwards around them, the loss included where the "
+        text += f"model computes it (modules read from {around[1]})"
+    out.append(text)
     for region in kit_regions or []:
         rel = _relative(region, model_var)
         if not any(_inside(_rel(p, model_var)[0], rel) or _inside(rel, _rel(p, model_var)[0]) for p in parts):
@@ -327,9 +334,6 @@ def _lost(old: CompiledScope, new: CompiledScope, patches: list[str], disabled: 
         if inner and not newly_disabled:
             where = o.describe() if o.kind != "whole-model" else f"`{o.module}`"
             text = f"what {where} runs outside " + " and ".join(n.short() for n in inner)
-            around = list(dict.fromkeys(_around(n.module) for n in inner if n.kind == "blocks"))
-            if around:
-                text += f" (in a Hugging Face model: {'; '.join(around)})"
             if patches and o.kind == "whole-model":
                 text += f"; code patched in by {', '.join(patches)}, unless it runs inside a compiled part"
             out.append(text)
@@ -368,23 +372,34 @@ def kit_regions(kits: list[KitFacts], model_var: str) -> list[str]:
 
 
 def planned_scope(
-    kind: str, target: str, model_var: str, patches: list[str] | None = None, kits: list[KitFacts] | None = None
+    kind: str,
+    target: str | list[str],
+    model_var: str,
+    patches: list[str] | None = None,
+    kits: list[KitFacts] | None = None,
+    around: tuple[list[str], str] | None = None,
 ) -> CompiledScope:
-    """The scope a generated fallback of `kind` on `target` will have (for the README it writes)."""
-    rel = _relative(target, model_var)
-    if kind == "regional":
-        part = ScopePart(kind="blocks", module=target, pattern=f"{rel}.*" if rel else "*", via="inplace")
-    elif kind == "submodule" and rel:
-        part = ScopePart(kind="module", module=target, pattern=rel, via="inplace")
-    elif kind == "graph-break":
-        part = ScopePart(kind="whole-model", module=model_var, pattern="", minus=[target], via="inplace")
-    else:  # post-wrap, or a submodule that is the model itself
-        part = ScopePart(kind="whole-model", module=target, pattern="", via="inplace")
+    """The scope a generated fallback of `kind` on `target` (one or several) will have (for the README it writes);
+    `around` as for `eager_regions`."""
+    parts: list[ScopePart] = []
+    for one in [target] if isinstance(target, str) else target:
+        rel = _relative(one, model_var)
+        if kind in ("regional", "submodule") and "*" in one.split("."):
+            part = ScopePart(kind="blocks", module=one, pattern=rel, via="inplace")
+        elif kind == "regional":
+            part = ScopePart(kind="blocks", module=one, pattern=f"{rel}.*" if rel else "*", via="inplace")
+        elif kind == "submodule" and rel:
+            part = ScopePart(kind="module", module=one, pattern=rel, via="inplace")
+        elif kind == "graph-break":
+            part = ScopePart(kind="whole-model", module=model_var, pattern="", minus=[one], via="inplace")
+        else:  # post-wrap, or a submodule that is the model itself
+            part = ScopePart(kind="whole-model", module=one, pattern="", via="inplace")
+        parts.append(part)
     found = list(patches or [])
     return CompiledScope(
         model=model_var,
-        parts=[part],
-        eager=eager_regions([part], model_var, found, kit_regions(kits or [], model_var)),
-        patterns=[part.pattern],
+        parts=parts,
+        eager=eager_regions(parts, model_var, found, kit_regions(kits or [], model_var), around),
+        patterns=[p.pattern for p in parts],
         patches=found,
     )

@@ -57,7 +57,9 @@ def code_shapes(ctx: RecipeContext, event: Event) -> frozenset[str]:
 def _code_shapes(ctx: RecipeContext, event: Event) -> frozenset[str]:
     shapes: set[str] = set()
     target = event.target or ""
-    if target.startswith("each of") or any(b.arm == "loop" for b in event.branches):
+    if "*" in target.split("(")[0].split("."):  # `X.*.self_attn`: a submodule of each block
+        shapes.update(("regional", "submodule"))
+    elif target.startswith("each of") or any(b.arm == "loop" for b in event.branches):
         shapes.add("regional")
     elif "." in target.split("(")[0]:
         shapes.add("submodule")

@@ -84,13 +84,15 @@ def _strip_overrides(command: str) -> tuple[str, str, str]:
     return " ".join(kept), style, flag
 
 
-def find_launch(readmes: list[tuple[str, str]], recipe: str) -> Launch | None:
-    """The launch command for `recipe` in the READMEs ((source, text), the recipe's own first).
+def find_launch(readmes: list[tuple[str, str]], recipe: str, own: str | None = None) -> Launch | None:
+    """The launch command for `recipe` in the READMEs ((source, text)).
 
     A command counts when it starts a run (torchrun, a `launch`/`train` module,
     accelerate, deepspeed) and either names the recipe's folder or sits in the
-    first README given (the recipe's). The override syntax comes from the first
-    launch command anywhere that carries an override; `dotlist` when none does.
+    recipe's own README (`own`: its source, None when the recipe has none; another
+    README's command for another recipe never counts). The override syntax comes
+    from the first launch command anywhere that carries an override; `dotlist`
+    when none does.
     """
     launches = [
         (source, cmd)
@@ -98,8 +100,9 @@ def find_launch(readmes: list[tuple[str, str]], recipe: str) -> Launch | None:
         for cmd in shell_commands(text)
         if "pytest" not in cmd and _LAUNCH_WORDS.search(cmd)
     ]
-    own = readmes[0][0] if readmes else ""
-    mine = [(s, c) for s, c in launches if f"recipes/{recipe}/" in c] or [(s, c) for s, c in launches if s == own]
+    mine = [(s, c) for s, c in launches if f"recipes/{recipe}/" in c] or [
+        (s, c) for s, c in launches if own is not None and s == own
+    ]
     if not mine:
         return None
     style, flag = "", ""

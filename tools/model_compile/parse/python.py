@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import tokenize
 import warnings
@@ -350,3 +351,43 @@ def literal_or(node: ast.AST, default: Any) -> Any:
 def literal_of(source: str) -> Any:
     """`ast.literal_eval(source)` for a string (SyntaxError when it does not parse, ValueError when not a literal)."""
     return literal_value(ast.parse(source.lstrip(" \t"), mode="eval").body)
+
+
+_DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+_STRIPPED: dict[bytes, str | None] = {}
+
+
+def _stripped(data: bytes) -> str | None:
+    """The module's AST without docstrings, dumped (no line numbers, no comments); None when it does not parse."""
+    key = hashlib.sha1(data).digest()
+    if key in _STRIPPED:
+        return _STRIPPED[key]
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError):
+        dumped = None
+    else:
+        for node in ast.walk(tree):
+            if isinstance(node, _DOCSTRING_OWNERS) and node.body:
+                first = node.body[0]
+                if (
+                    isinstance(first, ast.Expr)
+                    and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)
+                ):
+                    node.body = node.body[1:]
+        dumped = ast.dump(tree)
+    if len(_STRIPPED) > 4096:
+        _STRIPPED.clear()
+    _STRIPPED[key] = dumped
+    return dumped
+
+
+def code_changed(old: bytes | None, new: bytes | None) -> bool:
+    """False when only comments, blank lines or docstrings differ (either side unreadable or unparsable: True)."""
+    if old is None or new is None:
+        return True
+    if old == new:
+        return False
+    a, b = _stripped(old), _stripped(new)
+    return a is None or b is None or a != b

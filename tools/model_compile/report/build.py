@@ -21,7 +21,14 @@ from model_compile.report.models import (
     Scope,
     Verdict,
 )
-from model_compile.report.sections import compile_path_section, performance_section, placement_section
+from model_compile.report.sections import (
+    compile_path_section,
+    imports_lead,
+    neutral_lead,
+    performance_section,
+    placement_section,
+    scope_reasons,
+)
 from model_compile.review.models import DiffReport, RecipeDiff
 from model_compile.rules.base import kit_subject
 from model_compile.rules.finding import SEVERITY_ORDER, Finding
@@ -84,9 +91,24 @@ def _errors(findings: list[ReportFinding]) -> list[ReportFinding]:
 
 
 def _verdict(
-    recipe: RecipeReport, findings: list[ReportFinding], rows: list[LayerRow], hard: HardFacts | None, hard_note: str
+    recipe: RecipeReport,
+    findings: list[ReportFinding],
+    rows: list[LayerRow],
+    hard: HardFacts | None,
+    hard_note: str,
+    diff: RecipeDiff | None = None,
 ) -> tuple[Verdict, str]:
     errors = _errors(findings)
+    neutral = diff is not None and not diff.code_changed
+    existing = ""
+    if errors and neutral and not any(f.status == "new" for f in errors):
+        # a change that reaches no code brings nothing new: its existing errors are the tree's, not the change's
+        first = errors[0]
+        existing = (
+            f"; {len(errors)} existing error finding(s), not introduced by this change "
+            f"(first {first.rule} at {first.file}:{first.line})"
+        )
+        errors = []
     if errors:
         new = [f for f in errors if f.status == "new"]
         first = (new or errors)[0]
@@ -100,12 +122,20 @@ def _verdict(
             what += f" ({'all' if kit == len(errors) else kit} in the kit it calls: {', '.join(recipe.kits)})"
         message = first.message if len(first.message) <= 140 else first.message[:139] + "…"
         return "needs changes", f"{what}, first {first.rule} at {first.file}:{first.line}: {message}"
-    failed = [r for r in rows if r.status in ("failed", "timeout")]
+    # the soft layer's existing errors of a change that reaches no code are said once, below
+    failed = [r for r in rows if r.status in ("failed", "timeout") and not (existing and r.name == "soft")]
     introduced = [r for r in failed if r.existing is not True]
     if introduced:
         r = introduced[0]
         return "needs changes", f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "")
     lead = _unvalidated(recipe, rows, hard, hard_note)
+    if diff is not None and hard is None and not hard_note and recipe.compile_path != "none":
+        if neutral:
+            lead = neutral_lead(diff)
+        elif diff.status == "imports":
+            lead = imports_lead(diff)
+    if lead and existing:
+        lead += existing
     if failed:  # every failure is existing (on the change's base too, or with compile off): nothing is validated
         r = failed[0]
         # the reason says why it is existing ("existing: it failed on the base ..." / "not caused by compile: ...")
@@ -167,6 +197,9 @@ def recipe_section(
         errors = len(_errors(findings))
         kit_errors = len(_errors(kit_findings))
         rows = [soft_row(recipe_dir or Path(recipe.path), errors, soft_seconds, kit_errors, ", ".join(recipe.kits))]
+        every = _errors(findings + kit_findings)
+        if diff is not None and every and not any(f.status == "new" for f in every):
+            rows[0].existing = True  # its errors are all on the base too: the soft layer fails there as well
         if recipe_dir is not None and recipe.compile_path != "none":
             stages = touched_stages(diff) if diff is not None else None
             for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
@@ -180,7 +213,7 @@ def recipe_section(
         placement.changes = list(diff.ledger_changes) + [
             f"config {c.where} {c.field}: {c.before!r} -> {c.after!r}" for c in diff.config_changes
         ]
-    verdict, reason = _verdict(recipe, _sorted(findings + kit_findings), rows, facts, hard_note)
+    verdict, reason = _verdict(recipe, _sorted(findings + kit_findings), rows, facts, hard_note, diff)
     raw = None
     if facts is not None:
         raw = dict(facts.raw)
@@ -189,6 +222,9 @@ def recipe_section(
         name=recipe.name,
         path=recipe.path,
         change=diff.status if diff is not None else None,
+        imports=list(diff.imports) if diff is not None else [],
+        changed_lines=dict(diff.changed_lines) if diff is not None else {},
+        code_changed=diff.code_changed if diff is not None else None,
         both_sides=diff.both_sides if diff is not None else False,
         conflicts=list(diff.conflicts) if diff is not None else [],
         verdict=verdict,
@@ -227,7 +263,8 @@ def _overall(report: ReviewReport) -> None:
         report.verdict = "nothing to review"
         if report.scope.kind == "change":
             report.verdict_reason = (
-                "the change touches no recipe and not the kit's compile (give a recipe folder to review it whole)"
+                "the change touches no recipe, no Python file a recipe's run imports, and not the kit's compile "
+                "(give a recipe folder to review it whole)"
             )
         else:
             report.verdict_reason = f"no recipe under {report.scope.path}"
@@ -278,6 +315,7 @@ def _change_scope(diff: DiffReport, path: str, recipes: list[str], notes: list[s
         kit_changes=list(diff.kit_changes),
         changed_files=len(diff.shared_files) + sum(len(d.files) for d in diff.recipes),
         recipes=recipes,
+        reasons={d.name: scope_reasons(d, diff.kit_classes) for d in diff.recipes if d.name in recipes},
         notes=notes,
     )
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from model_compile.review.models import ImportedChange
 from model_compile.rules.finding import Finding
 
 Verdict = Literal["ready", "needs changes", "not validated", "nothing to review"]
@@ -41,6 +42,11 @@ class Scope(BaseModel):
     kit_changes: list[str] = Field(default_factory=list, description="change: what changed in apply_model_compile")
     changed_files: int = Field(default=0, description="change: number of changed files")
     recipes: list[str] = Field(default_factory=list, description="recipes in scope")
+    reasons: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="change: why each recipe is in scope, in words (its files changed; its compile calls a kit "
+        "class whose apply_model_compile changed; `<file> is imported by recipes/<name> through <import path>`)",
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -154,8 +160,24 @@ class RecipeSection(BaseModel):
     path: str
     change: str | None = Field(
         default=None,
-        description="change: added, modified, renamed, deleted, kit, or untouched (given explicitly, not touched by "
-        "the change: reviewed whole)",
+        description="change: added, modified, renamed, deleted, kit, imports (untouched itself: its run imports a "
+        "changed Python file), or untouched (given explicitly, not touched by the change: reviewed whole)",
+    )
+    imports: list[ImportedChange] = Field(
+        default_factory=list,
+        description="change: the changed Python files outside its folder that its run imports, each with the import "
+        "path (why it is in scope)",
+    )
+    changed_lines: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="change: every changed Python file its run imports (its own included) whose code changed -> "
+        "head-side changed line numbers, sorted, paths repository-relative (what the rehearsal's `changed_lines` "
+        "accounts for; comment/docstring-only and deleted files left out)",
+    )
+    code_changed: bool | None = Field(
+        default=None,
+        description="change: false when every change that reaches it is comments, blank lines or docstrings in "
+        "Python files (nothing new to validate); null outside a change",
     )
     both_sides: bool = Field(default=False, description="change reviewed as a merge: the target changed it too")
     conflicts: list[str] = Field(default_factory=list, description="change reviewed as a merge: its conflicting files")

@@ -92,7 +92,10 @@ def sarif_log(report: ReviewReport) -> dict[str, Any]:
             continue
         if f.status in _BASELINE:
             result["baselineState"] = _BASELINE[f.status]
-    log["runs"][0].setdefault("properties", {})["verdict"] = f"{report.verdict}: {report.verdict_reason}"
+    properties = log["runs"][0].setdefault("properties", {})
+    properties["verdict"] = f"{report.verdict}: {report.verdict_reason}"
+    if report.scope.kind == "change":  # why each recipe is reviewed (e.g. its run imports a changed file)
+        properties["scope"] = {name: list(reasons) for name, reasons in report.scope.reasons.items()}
     return log
 
 

@@ -117,37 +117,55 @@ def run_hard(
     out: Path | None,
     stages: dict[str, list[str]] | None = None,
     base_rev: str | None = None,
+    config_name: str | None = None,
+    questions: dict[str, str | None] | None = None,
     runtime: Any = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
-    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command). The runtime
+    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
+    `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it;
+    `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.command.question): a recipe
+    whose question an earlier one asked takes that rehearsal's answer instead of running it again. The runtime
     options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs."""
     from model_compile.hard.layers.runner import validate_hard
 
     overrides = list(getattr(runtime, "config_overrides", None) or [])
-    if overrides:
-        _check_overrides(recipe_dirs, stages, runtime)
     reports: dict[str, Any] = {}
-    notes: dict[str, str] = {}
+    notes = _missing_stage(recipe_dirs, config_name)
+    if overrides:
+        _check_overrides({n: d for n, d in recipe_dirs.items() if n not in notes}, stages, runtime, config_name)
+    asked: dict[str, str] = {}  # question -> the recipe that rehearsed it
     for name, recipe_dir in recipe_dirs.items():
+        if name in notes:
+            continue
+        question = (questions or {}).get(name)
+        first = asked.get(question) if question else None
+        facts = reports[first].rehearsal if first and first in reports else None
         try:
             reports[name] = validate_hard(
                 recipe_dir,
+                config_name=config_name,
                 overrides=overrides,
                 trace=trace,
                 out=(out / "hard" / name) if out else None,
                 python=python,
                 stages=(stages or {}).get(name),
                 base_rev=base_rev,
+                answered_by=(f"recipes/{first}", facts) if first and facts is not None and facts.steps else None,
                 model_config=getattr(runtime, "model_config", None),
                 model_configs=dict(getattr(runtime, "model_configs", None) or {}),
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
+            continue
+        if question and question not in asked:
+            asked[question] = name
     return reports, notes
 
 
-def _check_overrides(recipe_dirs: dict[str, Path], stages: dict[str, list[str]] | None, runtime: Any) -> None:
+def _check_overrides(
+    recipe_dirs: dict[str, Path], stages: dict[str, list[str]] | None, runtime: Any, config_name: str | None
+) -> None:
     """Bad input before anything runs: an override for a key the stage a recipe would rehearse lacks."""
     from dataclasses import replace
 
@@ -158,8 +176,27 @@ def _check_overrides(recipe_dirs: dict[str, Path], stages: dict[str, list[str]] 
         recipe_root, repo_root = resolve_recipe(recipe_dir, None)
         found = analyze_path(recipe_root, recipe=None).recipes
         touched = (stages or {}).get(name)
-        options = replace(runtime, config_name=touched[0] if touched else None)
+        options = replace(runtime, config_name=config_name or (touched[0] if touched else None))
         check_overrides(found[0] if found else None, recipe_root, repo_root, options)
+
+
+def _missing_stage(recipe_dirs: dict[str, Path], config_name: str | None) -> dict[str, str]:
+    """Recipes in scope without `configs/<config_name>.yaml` (their runtime layers do not run: said so);
+    bad input when no recipe in scope has it."""
+    from model_compile.hard.stages import stage_files
+
+    if not config_name or not recipe_dirs:
+        return {}
+    others = {name: sorted(stage_files(d)) for name, d in recipe_dirs.items()}
+    others = {name: stages for name, stages in others.items() if config_name not in stages}
+    if len(others) == len(recipe_dirs):
+        listed = "; ".join(f"{name}: {', '.join(stages) or 'none'}" for name, stages in sorted(others.items()))
+        raise InputError(f"--config-name {config_name}: no recipe in scope has configs/{config_name}.yaml ({listed})")
+    return {
+        name: f"hard validation not run: --config-name {config_name}: the recipe has no configs/{config_name}.yaml "
+        f"(its stages: {', '.join(stages) or 'none'})"
+        for name, stages in others.items()
+    }
 
 
 def review_path(
@@ -170,11 +207,13 @@ def review_path(
     python: str | None = None,
     trace: bool = False,
     out: Path | None = None,
+    config_name: str | None = None,
     runtime: Any = None,
 ) -> ReviewReport:
-    """The review report for PATH (a repository root or one recipe folder). `runtime`: the rehearsal's
+    """The review report for PATH (a repository root or one recipe folder). `config_name`: with `hard`, the stage
+    the runtime layers run (the rehearsal takes it as `rehearse --config-name` does); `runtime`: the rehearsal's
     options for every recipe the runtime layers run (--config-override, --model-config)."""
-    report = _review_path(path, base, head, hard, python, trace, out, runtime)
+    report = _review_path(path, base, head, hard, python, trace, out, config_name, runtime)
     report.scope.root = str(project_root(Path(path))[0])
     return report
 
@@ -187,6 +226,7 @@ def _review_path(
     python: str | None = None,
     trace: bool = False,
     out: Path | None = None,
+    config_name: str | None = None,
     runtime: Any = None,
 ) -> ReviewReport:
     """The review report for PATH (a repository root or one recipe folder)."""
@@ -221,9 +261,21 @@ def _review_path(
         if diff is not None and (diff.recipes or diff.shared_files):
             if only is None or only in {d.name for d in diff.recipes}:
                 return _change_report(
-                    diff, head_report, root, str(path), only, hard, head, python, trace, out, seconds, runtime
+                    diff,
+                    head_report,
+                    root,
+                    str(path),
+                    only,
+                    hard,
+                    head,
+                    python,
+                    trace,
+                    out,
+                    seconds,
+                    config_name,
+                    runtime,
                 )
-            return _untouched_report(diff, root, path, only, hard, head, python, trace, out, runtime)
+            return _untouched_report(diff, root, path, only, hard, head, python, trace, out, config_name, runtime)
         if diff is not None:
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
             if head is not None:  # review the revision asked for, not the working tree
@@ -237,7 +289,7 @@ def _review_path(
     hard_notes: dict[str, str] = {}
     if hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out, runtime=runtime)
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
     return build_tree(soft, path, hard_reports, seconds, hard_notes, notes, hard_requested=hard)
 
 
@@ -251,6 +303,7 @@ def _untouched_report(
     python: str | None,
     trace: bool,
     out: Path | None,
+    config_name: str | None = None,
     runtime: Any = None,
 ) -> ReviewReport:
     """A recipe given explicitly that the change does not touch: reviewed whole, every finding existing."""
@@ -268,13 +321,25 @@ def _untouched_report(
         }
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out, runtime=runtime)
+        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
     report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, [], hard_requested=hard)
     note = (
-        f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only}: it is reviewed whole "
-        "(its findings are existing ones)"
+        f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only} nor any Python file its run "
+        "imports: it is reviewed whole (its findings are existing ones)"
     )
     return as_untouched(report, diff, str(path), note)
+
+
+def _question(recipe: Any, recipe_dir: Path, config_name: str | None, changed: list[str]) -> str | None:
+    """What the recipe's rehearsal asks of the change (None: it is rehearsed on its own)."""
+    from model_compile.hard.env.recipe import resolve_recipe
+    from model_compile.hard.rehearsal import command as rehearse
+
+    try:
+        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
+    except InputError:
+        return None
+    return rehearse.question(recipe, recipe_root, repo_root, rehearse.Options(config_name=config_name), changed)
 
 
 def _change_report(
@@ -289,6 +354,7 @@ def _change_report(
     trace: bool,
     out: Path | None,
     seconds: float,
+    config_name: str | None = None,
     runtime: Any = None,
 ) -> ReviewReport:
     names = {only} if only else None
@@ -305,7 +371,19 @@ def _change_report(
             dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
             stages = {d.name: touched_stages(d) for d in diff.recipes}
             base_rev = diff.base.commit or None
-            hard_reports, hard_notes = run_hard(dirs, python, trace, out, stages, base_rev=base_rev, runtime=runtime)
+            changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
+            questions = {r.name: _question(r, root / r.path, config_name, changed.get(r.name, [])) for r in recipes}
+            hard_reports, hard_notes = run_hard(
+                dirs,
+                python,
+                trace,
+                out,
+                stages,
+                base_rev=base_rev,
+                config_name=config_name,
+                questions=questions,
+                runtime=runtime,
+            )
     report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
     if hard_reports and diff.merge is not None:
         report.notes.append(

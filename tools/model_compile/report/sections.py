@@ -19,6 +19,7 @@ from model_compile.report.models import (
     PlacementSection,
     Stage,
 )
+from model_compile.review.models import RecipeDiff
 from model_compile.rules.finding import Finding
 
 # Rules whose finding means a stage sits in the wrong place (drawn red).
@@ -249,4 +250,39 @@ def _advice(perf: PerformanceSection, recipe: RecipeReport, hard: HardFacts | No
         out.append("'_orig_mod.' keys: checkpoints would not load into eager models; compile in place")
     if hard is not None and hard.cpu_only:
         out.append("CPU timings: no speedup is claimed; rerun the smoke layer on an accelerator to measure it")
+    return out
+
+
+NEUTRAL = "comments, blank lines or docstrings only"
+
+
+def _shown(paths: list[str], limit: int = 3) -> str:
+    return ", ".join(paths[:limit]) + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
+
+
+def neutral_lead(diff: RecipeDiff) -> str:
+    paths = [f.path for f in diff.files] + [i.path for i in diff.imports]
+    return f"no code change reaches it ({_shown(paths)}: {NEUTRAL}): nothing new to validate"
+
+
+def imports_lead(diff: RecipeDiff) -> str:
+    paths = [i.path for i in diff.imports if i.code_changed]
+    return (
+        f"soft review only: the change reaches it through code its run imports ({_shown(paths)}), which no static "
+        "rule judges: the runtime layers do (add --hard)"
+    )
+
+
+def scope_reasons(d: RecipeDiff, kit_classes: list[str]) -> list[str]:
+    """Why one recipe is in the scope of a change, in words."""
+    out: list[str] = []
+    if d.files:
+        kinds = ", ".join(sorted({f.kind for f in d.files}))
+        what = {"added": "added", "deleted": "deleted", "renamed": f"renamed from {d.old_name}"}.get(d.status)
+        out.append(f"recipes/{d.name} {what}" if what else f"{len(d.files)} of its own file(s) changed ({kinds})")
+    if d.status == "kit":
+        out.append(f"its compile calls a kit class whose apply_model_compile changed ({', '.join(kit_classes)})")
+    out.extend(i.reason for i in d.imports)
+    if not d.code_changed:
+        out.append(f"no code change reaches it: {NEUTRAL}")
     return out

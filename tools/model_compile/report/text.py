@@ -12,6 +12,7 @@ from model_compile.report.models import LayerRow, Measure, RecipeSection, Report
 
 MAX_FINDINGS = 6
 MAX_GAPS = 3
+MAX_IMPORTS = 3
 # a passing rehearsal's lines: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
 REHEARSAL_LINES = 10
 WIDTH = 160
@@ -80,6 +81,9 @@ def _recipe(r: RecipeSection) -> list[str]:
     both = f"; changed on both sides, {len(r.conflicts)} file(s) conflict" if r.both_sides else ""
     change = f" ({r.change}{both})" if r.change else ""
     out = [f"== {r.name}{change}: {r.verdict.upper()} - {_cut(r.verdict_reason, LONG)}"]
+    out += [_cut(f"  in scope: {i.reason}", LONG) for i in r.imports[:MAX_IMPORTS]]
+    if len(r.imports) > MAX_IMPORTS:
+        out.append(f"  in scope: (+{len(r.imports) - MAX_IMPORTS} more changed file(s) its run imports: --format json)")
     out.append(_cut(f"  path: {r.compile_path.path} - {r.compile_path.summary}", LONG))
     p = r.placement
     targets = ", ".join(p.targets) or "no compiled target"
@@ -153,6 +157,9 @@ def text(report: ReviewReport) -> str:
         scope = f"scope: the change {s.base} .. {s.head}: {len(s.recipes)} recipe(s){names}"
         if s.kit_changed:
             scope += f"; the shared kit changed: {_kits(s.kit_classes)} (the recipes that call it are in scope)"
+        reached = [r.name for r in report.recipes if r.imports]
+        if reached:
+            scope += f"; {', '.join(reached)}: their run imports a changed Python file"
     else:
         scope = f"scope: {'the recipe' if len(s.recipes) == 1 else 'every recipe under'} {s.path}"
     out.append(scope)

@@ -11,7 +11,7 @@ from model_compile.rules.finding import Finding
 FileKind = Literal["engine", "schema", "config", "model", "docs", "tests", "other", "kit", "skill", "shared"]
 FileChange = Literal["added", "modified", "deleted", "renamed"]
 FileEntry = Literal["file", "symlink", "submodule"]
-RecipeStatus = Literal["added", "deleted", "renamed", "modified", "kit"]
+RecipeStatus = Literal["added", "deleted", "renamed", "modified", "kit", "imports"]
 
 
 class Revision(BaseModel):
@@ -54,6 +54,28 @@ class ChangedFile(BaseModel):
         description="why the content was not compared line by line (a submodule, an object missing from the clone)",
     )
     lines: list[int] = Field(default_factory=list, exclude=True, description="head-side changed lines")
+    code_changed: bool | None = Field(
+        default=None,
+        description="Python files: false when only comments, blank lines or docstrings changed (the ASTs of both "
+        "sides, docstrings removed, are equal); null for other files",
+    )
+
+
+class ImportedChange(BaseModel):
+    """A changed Python file outside a recipe's folder that the recipe's run imports: why the recipe is in scope."""
+
+    path: str = Field(description="head-side path (base-side for a deleted file)")
+    old_path: str | None = Field(default=None, description="base-side path of a renamed file")
+    change: FileChange
+    via: list[str] = Field(
+        description="the import path, repository-relative: the recipe's own file its run starts from (engine, "
+        "model code, config module) first, this file last"
+    )
+    side: Literal["head", "base"] = Field(
+        description="the side whose imports `via` is read on: base for a file the head no longer has"
+    )
+    code_changed: bool = Field(description="false: only comments, blank lines or docstrings changed")
+    reason: str = Field(description="`<file> is imported by recipes/<name> through <via>`, in words")
 
 
 class EventView(BaseModel):
@@ -97,7 +119,10 @@ class Side(BaseModel):
 class RecipeDiff(BaseModel):
     name: str = Field(description="head-side name (base-side for a deleted recipe)")
     old_name: str | None = Field(default=None, description="base-side name of a renamed recipe")
-    status: RecipeStatus = Field(description="'kit': untouched itself, affected by a change of the shared kit")
+    status: RecipeStatus = Field(
+        description="'kit': untouched itself, affected by a change of the shared kit's compile; 'imports': untouched "
+        "itself, its run imports a changed Python file (`imports` says which and through what)"
+    )
     files: list[ChangedFile] = Field(default_factory=list)
     touches: list[str] = Field(default_factory=list, description="kinds of files changed, e.g. engine, config")
     before: Side | None = None
@@ -106,6 +131,20 @@ class RecipeDiff(BaseModel):
     both_sides: bool = Field(default=False, description="merge view: the target changed this recipe too")
     conflicts: list[str] = Field(default_factory=list, description="merge view: its files that conflict")
     config_changes: list[ValueChange] = Field(default_factory=list)
+    imports: list[ImportedChange] = Field(
+        default_factory=list, description="changed Python files outside its folder that its run imports"
+    )
+    changed_lines: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="every changed Python file its run imports (its own included) whose code changed: "
+        "repository-relative path -> head-side changed line numbers, sorted (the rehearsal's `changed_lines` input; "
+        "comment/docstring-only and deleted files are left out)",
+    )
+    code_changed: bool = Field(
+        default=True,
+        description="false when every file of the change that reaches it is a Python file whose change is comments, "
+        "blank lines or docstrings only",
+    )
     new: int = 0
     fixed: int = 0
     superseded: int = 0

@@ -19,9 +19,22 @@ def _finding(f: DiffFinding) -> str:
     return f"{mark} {f.severity:<7} {f.rule} {where}  {f.message}{by}"
 
 
+NEUTRAL = "comments, blank lines or docstrings only"
+
+
 def _file_tags(f: ChangedFile) -> str:
     tags = (" [binary]" if f.binary else "") + (f" [{f.entry}]" if f.entry != "file" else "")
+    tags += f" [{NEUTRAL}]" if f.code_changed is False else ""
     return tags + (f" ({f.note})" if f.note else "")
+
+
+def importers(report: DiffReport) -> dict[str, list[str]]:
+    """Changed file -> the recipes whose run imports it."""
+    out: dict[str, list[str]] = {}
+    for d in report.recipes:
+        for i in d.imports:
+            out.setdefault(i.path, []).append(d.name)
+    return out
 
 
 def _value(c: ValueChange) -> str:
@@ -30,11 +43,15 @@ def _value(c: ValueChange) -> str:
 
 def _recipe_lines(d: RecipeDiff) -> list[str]:
     title = d.name if d.status != "renamed" else f"{d.old_name} -> {d.name}"
-    label = {"kit": "affected by the kit change"}.get(d.status, d.status)
+    label = {"kit": "affected by the kit change", "imports": "its run imports a changed file"}.get(d.status, d.status)
     out = [f"recipe {title} [{label}]" + (f" touches: {', '.join(d.touches)}" if d.touches else "")]
     for f in d.files:
         src = f" (from {f.old_path})" if f.old_path else ""
         out.append(f"    {f.change:<8} {f.kind:<7} {f.path}{src}{_file_tags(f)}")
+    for i in d.imports:
+        out.append(f"    {i.change:<8} imports {i.reason}")
+    if not d.code_changed:
+        out.append(f"  no code change reaches it: {NEUTRAL}")
     b, a = d.before, d.after
     if b and a and (b.compile_path != a.compile_path or _placement(b.placement) != _placement(a.placement)):
         path = a.compile_path if a.compile_path == b.compile_path else f"{b.compile_path} -> {a.compile_path}"
@@ -55,6 +72,11 @@ def _recipe_lines(d: RecipeDiff) -> list[str]:
     return out
 
 
+def _users(users: dict[str, list[str]], path: str) -> str:
+    names = users.get(path)
+    return f"  (imported by the run of: {', '.join(names)})" if names else ""
+
+
 def render_text(report: DiffReport, all_findings: bool = False) -> str:
     """The diff report for a terminal."""
     lines = [f"model-compile diff {_rev(report.base)} .. {_rev(report.head)}"]
@@ -68,13 +90,14 @@ def render_text(report: DiffReport, all_findings: bool = False) -> str:
     for c in report.kit_changes:
         lines.append(f"  - {c}")
     other = [f for f in report.shared_files if f.kind != "kit"]
+    users = importers(report)
     if other:
         lines.append(
             f"shared files changed: {len(other)}"
-            + "".join(f"\n    {f.change:<8} {f.path}{_file_tags(f)}" for f in other[:20])
+            + "".join(f"\n    {f.change:<8} {f.path}{_file_tags(f)}{_users(users, f.path)}" for f in other[:20])
         )
     if not report.recipes:
-        lines.append("no recipe touched")
+        lines.append("no recipe touched, and no recipe's run imports a changed file")
     for d in report.recipes:
         lines.append("")
         lines.extend(_recipe_lines(d))
@@ -132,8 +155,12 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
             out.append(f"| `{name}` | {d.status} | {', '.join(d.touches)} | {path} | {d.new} | {d.fixed} |")
         out.append("")
         for d in report.recipes:
-            if d.ledger_changes or d.config_changes:
+            if d.ledger_changes or d.config_changes or d.imports or not d.code_changed:
                 out.append(f"### `{d.name}`")
+                for i in d.imports:
+                    out.append(f"- in scope: {_md_escape(i.reason)}")
+                if not d.code_changed:
+                    out.append(f"- no code change reaches it: {NEUTRAL}")
                 for c in d.ledger_changes:
                     out.append(f"- {_md_escape(c)}")
                 for v in d.config_changes:
@@ -141,7 +168,7 @@ def render_markdown(report: DiffReport, all_findings: bool = False) -> str:
                     out.append(f"- config `{v.where}` `{v.field}`: `{v.before!r}` -> `{v.after!r}`{effect}")
                 out.append("")
     else:
-        out.append("No recipe touched.")
+        out.append("No recipe touched, and no recipe's run imports a changed file.")
         out.append("")
     sections = [
         ("New findings", report.new),

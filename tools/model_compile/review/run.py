@@ -23,7 +23,16 @@ from model_compile.review.compare import (
 )
 from model_compile.review.gittree import GitTree, open_repo
 from model_compile.review.merge import Merge, merge_into, recipe_of
-from model_compile.review.models import ChangedFile, DiffReport, MergeView, RecipeDiff, RecipeStatus, Revision
+from model_compile.review.models import (
+    ChangedFile,
+    DiffReport,
+    ImportedChange,
+    MergeView,
+    RecipeDiff,
+    RecipeStatus,
+    Revision,
+)
+from model_compile.review.scope import Reach, mark_code
 from model_compile.rules.finding import Finding
 
 Analyzer = Callable[[SourceTree, "list[str] | None"], Report]
@@ -182,6 +191,7 @@ def _review(
     path_map = {f.old_path: f.path for f in files if f.old_path}
     _outside_recipes(files, base_names, head_names, report.notes)
 
+    mark_code(files, base_side, head_side)
     report.shared_files = [f for f in files if f.recipe is None]
     report.kit_files = sorted({f.path for f in files if f.kind == "kit"})
 
@@ -203,6 +213,7 @@ def _review(
                 key = (n if n in head_names else None, n if n in base_names else None)
             touched.setdefault(key, []).append(f)
 
+    reached = _reached(Reach(base_side, head_side, files), head_names, base_names, inverse, touched, report.notes)
     want_head = sorted({h for h, _ in touched if h})
     want_base = sorted({b for _, b in touched if b})
     all_recipes = bool(report.kit_files)  # which recipes call a changed kit class is known only after analysis
@@ -212,11 +223,13 @@ def _review(
     report.kit_changed = bool(report.kit_classes)
     if report.kit_files and not report.kit_changed:
         report.notes.append(
-            f"{', '.join(report.kit_files)} changed outside apply_model_compile: no recipe is in scope for the kit"
+            f"{', '.join(report.kit_files)} changed outside apply_model_compile: the kit's compile is unchanged "
+            "(recipes are in scope where their run imports the file)"
         )
     heads = {r.name: r for r in head_report.recipes}
     bases = {r.name: r for r in base_report.recipes}
 
+    kit_keys: set[tuple[str | None, str | None]] = set()
     if report.kit_changed:
         changed = set(report.kit_classes)
 
@@ -226,10 +239,12 @@ def _review(
         for r in head_report.recipes:
             old = inverse.get(r.name, r.name)
             if calls_changed(r) or calls_changed(bases.get(old)):
-                touched.setdefault((r.name, old if old in bases else None), [])
+                kit_keys.add((r.name, old if old in bases else None))
         for r in base_report.recipes:
             if calls_changed(r) and r.name not in renames and r.name not in heads:
-                touched.setdefault((None, r.name), [])
+                kit_keys.add((None, r.name))
+        for key in kit_keys:
+            touched.setdefault(key, [])
         unknown = sorted(r.name for r in head_report.recipes if "?" in r.kits)
         if unknown:
             report.notes.append(
@@ -252,7 +267,7 @@ def _review(
         elif rfiles:
             status = "modified"
         else:
-            status = "kit"
+            status = "kit" if (hname, bname) in kit_keys else "imports"
         name = hname or bname
         assert name is not None  # every touched key names the recipe on at least one side
         d = RecipeDiff(
@@ -263,7 +278,15 @@ def _review(
             before=side_view(br),
             after=side_view(hr),
         )
-        d.touches = sorted({f.kind for f in d.files} | ({"kit"} if status == "kit" else set()))
+        d.imports, d.changed_lines = reached.get((hname, bname), ([], {}))
+        d.touches = sorted(
+            {f.kind for f in d.files} | ({"kit"} if status == "kit" else set()) | ({"imports"} if d.imports else set())
+        )
+        d.code_changed = (
+            status in ("kit", "added", "deleted", "renamed")
+            or any(f.code_changed is not False for f in d.files)
+            or any(i.code_changed for i in d.imports)
+        )
         if br is not None and hr is not None:
             d.ledger_changes = ledger_changes(br, hr)
             d.config_changes = config_changes(br, hr, path_map)
@@ -301,6 +324,31 @@ def _review(
                 setattr(by_recipe[recipe], attr, getattr(by_recipe[recipe], attr) + 1)
     report.exit_code = 1 if any(f.severity == "error" for f in new) else 0
     return report
+
+
+def _reached(
+    reach: Reach,
+    head_names: Counter,
+    base_names: Counter,
+    inverse: dict[str, str],
+    touched: dict[tuple[str | None, str | None], list[ChangedFile]],
+    notes: list[str],
+) -> dict[tuple[str | None, str | None], tuple[list[ImportedChange], dict[str, list[int]]]]:
+    """Each head recipe's changed imports and changed lines; a recipe whose run imports a changed Python file
+    outside its folder joins `touched` (scope by what runs)."""
+    out: dict[tuple[str | None, str | None], tuple[list[ImportedChange], dict[str, list[int]]]] = {}
+    if not reach.files:
+        return out
+    for name in sorted(head_names):
+        old = inverse.get(name, name)
+        key = (name, old if old in base_names else None)
+        imported, lines = reach.of(name, key[1])
+        if imported or lines:
+            out[key] = (imported, lines)
+        if imported:
+            touched.setdefault(key, [])
+    notes.extend(reach.problems())
+    return out
 
 
 def _merge_view(merge: Merge) -> MergeView:

@@ -26,6 +26,18 @@ REGIONAL_BODY = replace_once(
     "    # model-compile: regional - compile each decoder layer; the vision tower breaks graphs\n" + _REGIONAL_LOOP,
 )
 DIRECT_BODY = replace_once(CANONICAL_BODY, _KIT_BLOCK, _REGIONAL_LOOP)
+# Each block's attention and MLP, compiled in place inside the block (and inside its gradient checkpoint).
+PER_BLOCK_LOOP = (
+    "    for layer in model.model.language_model.layers:\n"
+    f"        layer.self_attn.compile({_COMPILE_KW})\n"
+    f"        layer.mlp.compile({_COMPILE_KW})\n"
+)
+PER_BLOCK_BODY = replace_once(
+    CANONICAL_BODY,
+    _KIT_BLOCK,
+    "    # model-compile: regional - attention and MLP of each block compile inside the gradient checkpoint\n"
+    + PER_BLOCK_LOOP,
+)
 
 
 class CompileOutsideKit(Rule):
@@ -50,6 +62,7 @@ class CompileOutsideKit(Rule):
     VALID = [
         Example(),
         Example(body=REGIONAL_BODY, note="documented regional fallback"),
+        Example(body=PER_BLOCK_BODY, note="documented regional fallback on each block's attention and MLP"),
         Example(
             body=DIRECT_BODY,
             readme="# Example\n\n## Compile\n\nWe use regional compilation: each decoder layer is compiled "
@@ -320,7 +333,15 @@ class FallbackKindMismatch(Rule):
     example = "# model-compile: regional - per block\nmodel.compile(...)"
     use_instead = "Name the kind the code implements (submodule, graph-break, post-wrap, regional)."
     fix = "correct the kind in the comment, or change the code to match it"
-    VALID = [Example(), Example(body=REGIONAL_BODY)]
+    VALID = [
+        Example(),
+        Example(body=REGIONAL_BODY),
+        Example(body=PER_BLOCK_BODY, note="regional: a submodule of each block is compiled"),
+        Example(
+            body=PER_BLOCK_BODY.replace("# model-compile: regional -", "# model-compile: submodule -"),
+            note="submodule: the same code reads as each block's submodules",
+        ),
+    ]
     INVALID = [
         Example(
             body=replace_once(

@@ -9,7 +9,7 @@ from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, same_model, step_ref
 from model_compile.rules.finding import Finding
-from model_compile.rules.path import KIT_CALL
+from model_compile.rules.path import KIT_CALL, PER_BLOCK_BODY
 from model_compile.rules.scaffold import CANONICAL_BODY, mark, replace_once
 
 _KIT = "    model = " + KIT_CALL.replace("\n", "\n    ")
@@ -342,8 +342,19 @@ class TwoCompilePaths(Rule):
             ),
             note="regional and whole-model compile in exclusive arms",
         ),
+        Example(body=PER_BLOCK_BODY, note="attention and MLP of each block: two compiles, no module compiled twice"),
     ]
     INVALID = [
+        Example(
+            body=replace_once(
+                PER_BLOCK_BODY,
+                "mode=self.config.model.compile.mode)\nreturn parallelize_model(",
+                "mode=self.config.model.compile.mode)\n"
+                "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)"
+                "  # <- MC406\nreturn parallelize_model(",
+            ),
+            note="each block compiled, and its attention inside it again",
+        ),
         Example(
             body=replace_once(
                 CANONICAL_BODY,
@@ -354,7 +365,7 @@ class TwoCompilePaths(Rule):
                 "        layer.compile(backend=self.config.model.compile.backend, mode=self.config.model.compile.mode)  # <- MC406\n"
                 + _RETURN,
             )
-        )
+        ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:

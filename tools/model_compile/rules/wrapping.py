@@ -16,7 +16,7 @@ from model_compile.ledger.summary import code_shapes
 from model_compile.parse.models import ConfigFacts
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, exclusive, step_ref
 from model_compile.rules.finding import Finding
-from model_compile.rules.path import KIT_CALL, REGIONAL_BODY
+from model_compile.rules.path import KIT_CALL, PER_BLOCK_BODY, REGIONAL_BODY
 from model_compile.rules.placement import _FSDP2_PER_BLOCK, _GATED_KIT, _RETURN, _WITHOUT_COMPILE
 from model_compile.rules.scaffold import CANONICAL_BODY, STAGE, mark, replace_once
 
@@ -274,6 +274,9 @@ class WholeModelBeforeBlockSharding(Rule):
     VALID = [
         Example(),
         Example(body=REGIONAL_BODY, files=_FSDP2_PER_BLOCK, note="regional compile before per-block sharding"),
+        Example(
+            body=PER_BLOCK_BODY, files=_FSDP2_PER_BLOCK, note="each block's attention and MLP, inside the FSDP2 units"
+        ),
         Example(files=_FSDP2_PER_BLOCK, stages={"train": STAGE + _mesh(1)}, note="every stage uses DDP"),
     ]
     INVALID = [

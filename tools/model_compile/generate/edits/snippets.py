@@ -33,9 +33,12 @@ class Renderer:
         reason_lines: list[str] | None = None,
         indent: int = 0,
         line_length: int | None = None,
+        targets: list[str] | None = None,
     ) -> str:
         """The compile block; `reason_lines` is the reason wrapped to the repo's line length, and a
-        compile call that would pass `line_length` once inserted at `indent` is split one argument a line."""
+        compile call that would pass `line_length` once inserted at `indent` is split one argument a line.
+        `targets` (regional, submodule): every target, `X.*.name` for a submodule of each block of `X`."""
+        loops, modules = loops_of(path_kind, targets or [target])
         text = self.render(
             f"compile/{path_kind}.py.j2",
             config_expr=CONFIG_EXPR,
@@ -45,6 +48,8 @@ class Renderer:
             reason=reason or "",
             reason_lines=reason_lines or [reason or ""],
             kind=path_kind,
+            loops=loops,
+            modules=modules,
         )
         return fit_calls(text, indent, line_length) if line_length else text
 
@@ -101,6 +106,7 @@ class Renderer:
         commands: dict[str, str] | None = None,
         enabled_default: str = "False",
         line_length: int = 120,
+        targets: list[str] | None = None,
     ) -> str:
         """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax
         (`enabled_default`: the schema's default of `model.compile.enabled`, as its source text), every line
@@ -114,6 +120,7 @@ class Renderer:
         )
         text = self.render(
             "readme/compile_section.md.j2",
+            targets=list(targets or [target]),
             enable_command=enable,
             enabled_default=enabled_default,
             hashes=hashes,
@@ -128,6 +135,22 @@ class Renderer:
             stage_file=stage_file,
         )
         return wrap_markdown(text, line_length)
+
+
+def loops_of(kind: str, targets: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The targets as the compile templates write them: loops over block containers (`X.*.m` -> member `m` of
+    each block of `X`; a regional `X` -> each block itself, member ""), and single modules."""
+    loops: dict[str, list[str]] = {}
+    modules: list[str] = []
+    for target in targets:
+        container, star, member = target.partition(".*")
+        if star:
+            loops.setdefault(container, []).append(member.lstrip("."))
+        elif kind == "regional":
+            loops.setdefault(target, []).append("")
+        else:
+            modules.append(target)
+    return [{"container": c, "members": m} for c, m in loops.items()], modules
 
 
 _CALL = re.compile(r"^(?P<ws>[ \t]*)(?P<head>[^#\n]*\()(?P<args>[^()\n]*)\)(?P<tail>[ \t]*)$")

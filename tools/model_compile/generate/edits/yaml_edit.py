@@ -1,12 +1,19 @@
-"""Text insertion of a `compile:` block under `model:` in a stage YAML.
+"""Text edits of a stage YAML's compile keys: a `compile:` block inserted under `model:`, and the older flat keys.
 
 Every other byte stays as it was: the block is inserted after the last line
 of the `model:` mapping at that mapping's indentation, then the result is
 re-parsed to prove only `model.compile` changed.
+
+The older flat keys (`model.compile: <bool>`, `model.compile_backend`, `model.compile_mode`; MC206 names the form)
+are set in place (`set_flat`, quotes kept): a key the stage lacks is inserted after the last of the flat keys it has
+(else after the `model:` mapping's last line) at that mapping's indentation, and `compile: true` carries the intent
+note `# model-compile: enabled - <reason>` (removed when it turns false). The result is re-parsed to prove that
+only those keys changed; otherwise nothing is written.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +21,8 @@ from typing import Any
 import yaml
 
 from model_compile.errors import InputError
+from model_compile.parse.models import FLAT_FIELDS
+from model_compile.parse.stages import mapping_child
 
 
 @dataclass
@@ -112,3 +121,89 @@ def _verify(before: Any, new_text: str, filename: str) -> None:
         expected["model"] = {}
     if rest != expected:
         raise InputError(f"{filename}: inserting the compile block changed other keys; add it by hand")
+
+
+INTENT = "model-compile: enabled"
+
+
+def _scalar(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def set_flat(text: str, values: dict[str, Any], reason: str | None, *, filename: str) -> str:
+    """`text` with each flat compile key set (`values` by field: enabled, backend, mode)."""
+    try:
+        before = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{filename}: cannot parse YAML ({str(exc).splitlines()[0]})") from exc
+    for name, value in values.items():
+        text = _set_one(text, FLAT_FIELDS[name], value, filename)
+    if "enabled" in values:
+        text = _note(text, values["enabled"] is True, reason, filename)
+    expected = yaml.safe_load(yaml.safe_dump(before)) or {}
+    expected.setdefault("model", {}).update({FLAT_FIELDS[k]: v for k, v in values.items()})
+    try:
+        after = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{filename}: the edit broke the YAML; edit it by hand") from exc
+    if after != expected:
+        raise InputError(f"{filename}: the edit changed more than the flat compile keys; edit it by hand")
+    return text
+
+
+def _model(text: str, filename: str) -> tuple[list[str], yaml.MappingNode]:
+    root = yaml.compose(text)
+    model = mapping_child(root, "model") if root is not None else None
+    if model is None or not isinstance(model[1], yaml.MappingNode) or model[1].flow_style or not model[1].value:
+        raise InputError(f"{filename}: no block `model:` mapping to add the compile keys to; edit it by hand")
+    return text.splitlines(keepends=True), model[1]
+
+
+def _set_one(text: str, key: str, value: Any, filename: str) -> str:
+    lines, model = _model(text, filename)
+    found = mapping_child(model, key)
+    new = _scalar(value)
+    if found is None:
+        flat = [mapping_child(model, k) for k in FLAT_FIELDS.values()]
+        present = [f for f in flat if f is not None]
+        after = max(_last_line(v) for _, v in present) if present else _last_line(model)
+        indent = " " * model.value[0][0].start_mark.column
+        eol = "\r\n" if lines[after].endswith("\r\n") else "\n"
+        if not lines[after].endswith(("\n", "\r")):
+            lines[after] += eol
+        lines.insert(after + 1, f"{indent}{key}: {new}{eol}")
+        return "".join(lines)
+    v = found[1]
+    if not isinstance(v, yaml.ScalarNode) or v.start_mark.line != v.end_mark.line:
+        raise InputError(f"{filename}: model.{key} is not a one-line value; edit it by hand")
+    row, line = v.start_mark.line, lines[v.start_mark.line]
+    old = line[v.start_mark.column : v.end_mark.column]
+    shown = f"{old[0]}{new}{old[0]}" if old[:1] in ("'", '"') and not isinstance(value, bool) else new
+    lines[row] = line[: v.start_mark.column] + shown + line[v.end_mark.column :]
+    return "".join(lines)
+
+
+def _note(text: str, on: bool, reason: str | None, filename: str) -> str:
+    lines, model = _model(text, filename)
+    found = mapping_child(model, FLAT_FIELDS["enabled"])
+    assert found is not None  # set just before
+    row = found[1].start_mark.line
+    line = lines[row]
+    body, eol = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :] or "\n"
+    body = re.sub(r"\s+#\s*model-compile:\s*enabled\b.*$", "", body, flags=re.IGNORECASE)
+    above = row > 0 and bool(_NOTE_LINE.match(lines[row - 1]))
+    if on and reason and "#" in body[found[1].end_mark.column :]:  # a comment of its own: the note goes above
+        lines[row] = body + eol
+        note = " " * found[0].start_mark.column + f"# {INTENT} - {reason}{eol}"
+        if above:
+            lines[row - 1] = note
+        else:
+            lines.insert(row, note)
+        return "".join(lines)
+    lines[row] = (f"{body}  # {INTENT} - {reason}" if on and reason else body) + eol
+    if above:  # the note is on the line itself now, or gone
+        del lines[row - 1]
+    return "".join(lines)
+
+
+_NOTE_LINE = re.compile(r"^\s*#\s*model-compile:\s*enabled\b", re.IGNORECASE)

@@ -196,7 +196,7 @@ def _dotted(files: locate.RecipeFiles, path: Path) -> str:
 def recipe_tests_context(
     files: locate.RecipeFiles,
     opts: Options,
-    target: str,
+    targets: list[str],
     fx: engine_edit.EngineFacts,
     style: RepoStyle,
     root_class: str | None,
@@ -204,16 +204,18 @@ def recipe_tests_context(
     """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
     compile_path = requested_path(opts.path)
     model_var = fx.model_var
-    rel = target[len(model_var) + 1 :] if target.startswith(model_var + ".") else ""
-    patterns = {
-        "kit": [""],
-        "graph-break": [""],
-        "post-wrap": [""],
-        "submodule": [rel],
-        "regional": [f"{rel}.*" if rel else "*"],
-    }[opts.path]
+    patterns: list[str] = []
+    for target in targets:
+        rel = target[len(model_var) + 1 :] if target.startswith(model_var + ".") else ""
+        if opts.path in ("kit", "graph-break", "post-wrap"):
+            pattern = ""
+        elif "*" in rel.split(".") or opts.path == "submodule":
+            pattern = rel  # `X.*.self_attn`: that module of each block; a submodule: itself
+        else:
+            pattern = f"{rel}.*" if rel else "*"
+        patterns += [pattern] if pattern not in patterns else []
     overrides = {
-        "target": target,
+        "target": ", ".join(targets),
         "target_patterns": patterns,
         "recipe_package": ".".join(Path(files.rel(files.recipe)).parts),
         "engine_module": _dotted(files, files.engines[0]),

@@ -17,6 +17,9 @@ from typing import Literal
 from model_compile.discover.recipes import repo_root_of
 from model_compile.discover.tree import read_regular
 from model_compile.errors import InputError
+from model_compile.ledger.models import Ledger
+from model_compile.parse.model_source import Resolver, recipe_model_class
+from model_compile.parse.model_tree import ModelTree, build_tree
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", "site-packages", ".tox"}
 KIT_CLASS = "MLLMModelKit"
@@ -138,49 +141,9 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-# Hugging Face classes whose module tree is known (checked before the generic VLM hint): the class, the
-# targets each path takes, and the model's modules to the second level (relative to the model, complete).
-KNOWN_LAYOUTS = [
-    (  # transformers >= 5 (4.x nested the blocks as `vit.encoder.layer`)
-        r"ViTForImageClassification",
-        {"submodule": "vit", "regional": "vit.layers"},
-        ("vit", "vit.embeddings", "vit.layers", "vit.layernorm", "classifier"),
-    ),
-    (
-        r"(?:Llama|Qwen2|Qwen3|Mistral)ForCausalLM",
-        {"submodule": "model", "regional": "model.layers"},
-        ("model", "model.embed_tokens", "model.layers", "model.norm", "model.rotary_emb", "lm_head"),
-    ),
-]
 VLM_HINT = re.compile(r"Qwen\d?(?:_\d)?_?VL|VisionTransformer|\.visual\b|vision_tower|ForConditionalGeneration")
-# A Qwen-style VLM (transformers >= 4.52 layout): what the hint implies, not a complete tree.
-VLM_LAYOUT = {
-    "submodule": "model.language_model",
-    "graph-break": "model.visual",
-    "regional": "model.language_model.layers",
-}
-VLM_MODULES = ("model", "model.visual", "model.visual.blocks", "model.language_model", "model.language_model.layers")
-
-
-@dataclass
-class ModelLayout:
-    """What the recipe's model code says about the model's module tree, statically."""
-
-    name: str  # the class, or "Qwen-style VLM"
-    why: str
-    targets: dict[str, str]  # generate path -> target relative to the model
-    modules: tuple[str, ...]  # module paths relative to the model
-    exact: bool  # a known class (its tree is complete to the second level) or only a family hint
-
-    def has(self, rel: str) -> bool | None:
-        """Whether the model has the module `rel` (relative to the model); None: cannot tell."""
-        if rel in self.modules or any(m.startswith(rel + ".") for m in self.modules):
-            return True
-        return False if self.exact else None
-
-
-# Checkpoints a stage YAML names (`Qwen/Qwen3-8B-Base`, `./pretrained/Qwen3-VL-8B-...`): the class a hub loader
-# builds from them, for a recipe whose code names no model class (it builds through a kit's AutoModel call).
+# Checkpoints a stage YAML names (`Qwen/Qwen3-8B-Base`, `./pretrained/Qwen3-VL-8B-...`): what kind of model a hub
+# loader builds from them, for a recipe whose code names no model class (only to choose a kit class by its kind).
 HUB_VLM = re.compile(r"Qwen(?:2|2\.5|3)-VL", re.I)
 HUB_CAUSAL_LM = re.compile(r"\b(?:Qwen(?:2|2\.5|3)|Llama-?\d|Mistral)-(?!VL)[\w.-]*", re.I)
 _PRETRAINED = re.compile(
@@ -188,30 +151,65 @@ _PRETRAINED = re.compile(
 )
 
 
-def model_layout(files: RecipeFiles) -> ModelLayout | None:
-    """The layout of the model the recipe builds, from the class names its model code uses, else from the
-    checkpoint its stage YAMLs name."""
-    text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
-    for pattern, targets, modules in KNOWN_LAYOUTS:
-        m = re.search(pattern, text)
-        if m:
-            return ModelLayout(
-                m.group(0), f"known layout of {m.group(0)} in the recipe's model code", targets, modules, True
-            )
-    if VLM_HINT.search(text):
-        return ModelLayout(
-            "Qwen-style VLM", "Qwen-style VLM layout found in the recipe's model code", VLM_LAYOUT, VLM_MODULES, False
-        )
-    for stage in files.stages:
-        for checkpoint in _PRETRAINED.findall(_read(stage)):
-            if HUB_VLM.search(checkpoint):
-                why = f"Qwen-style VLM checkpoint `{checkpoint}` in {stage.name}"
-                return ModelLayout("Qwen-style VLM", why, VLM_LAYOUT, VLM_MODULES, False)
-            if HUB_CAUSAL_LM.search(checkpoint):
-                _, targets, modules = KNOWN_LAYOUTS[1]
-                why = f"causal LM checkpoint `{checkpoint}` in {stage.name} (a Hugging Face *ForCausalLM)"
-                return ModelLayout("causal LM", why, targets, modules, True)
-    return None
+@dataclass
+class ModelLayout:
+    """The recipe's model as its code defines it: the class, where it was read, and its module tree."""
+
+    name: str  # the model's class
+    why: str
+    tree: ModelTree
+    source: str  # where its code was read: the recipe's model code, or `transformers X in ...`
+
+    def has(self, rel: str) -> bool | None:
+        """Whether the model has the module `rel` (relative to the model); None: cannot tell."""
+        return self.tree.has(rel)
+
+    def block_containers(self, exclude: list[str] | None = None) -> list[str]:
+        """The containers of the model's repeated blocks (relative to the model): those of its FSDP units
+        (`_no_split_modules`) when it names any, else every container of blocks; less the regions in `exclude`."""
+        containers = self.tree.containers()
+        units = [
+            c for c in containers if (e := self.tree.element(c.path)) and e.cls.rsplit(".", 1)[-1] in self.tree.no_split
+        ]
+        chosen = [c.path for c in (units or containers)]
+        return [c for c in chosen if not any(c == x or c.startswith(x + ".") for x in exclude or [])]
+
+    def holder(self, container: str) -> str | None:
+        """The nearest module above `container` that holds more than it (the stack's model: `model.language_model`)."""
+        parts = container.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            path = ".".join(parts[:i])
+            if len(self.tree.children(path)) > 1:
+                return path
+        return None
+
+
+def builder_of(ledgers: list[Ledger]) -> str | None:
+    """The call prepare_model() builds its model with (`build_vit_model`, `self.model_kit.build_model`)."""
+    built = [e for lg in ledgers for e in lg.of("build") if e.reachable]
+    return built[0].call.split("(")[0].split("=")[-1].strip() if built else None
+
+
+def model_files(files: RecipeFiles) -> list[Path]:
+    """The recipe's model code: its Python files outside tests/."""
+    return [p for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.relative_to(files.recipe).parts]
+
+
+def model_layout(
+    files: RecipeFiles, kit_files: list[Path] | None = None, builder: str | None = None
+) -> ModelLayout | None:
+    """The recipe's model class and module tree, read from its model code or the transformers of its environment
+    (`parse/model_source.py`); None when neither names a class the tool can read. `kit_files`: the kit modules
+    whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with."""
+    stages = {p.name: _read(p) for p in files.stages}
+    kits = list(kit_files or [])
+    found = recipe_model_class(files.root, model_files(files), stages, kits, builder)
+    if found is None and builder is not None:  # a builder the tool could not follow: any class of the model code
+        found = recipe_model_class(files.root, model_files(files), stages, kits)
+    if found is None:
+        return None
+    tree = build_tree(Resolver(files.root, found.transformers), found.ref)
+    return ModelLayout(found.ref.name, found.why, tree, found.source)
 
 
 ModelKind = Literal["vision-language", "text", "vision"]
@@ -221,18 +219,25 @@ _VISION_WORDS = re.compile(r"pixel_values|image_grid_thw|\bimages?\b|vision", re
 def model_kind(files: RecipeFiles) -> tuple[ModelKind, str]:
     """What the recipe's model takes in, statically: a vision-language model, a text model, or an image model;
     with why. A model whose code and configs name no vision part is a text model."""
-    layout = model_layout(files)
-    if layout is not None:
-        if layout.name == "Qwen-style VLM":
-            return "vision-language", layout.why
-        if "ForCausalLM" in layout.name or layout.name == "causal LM":
-            return "text", layout.why
-        return "vision", layout.why
-    paths = [p for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts] + list(files.stages)
+    text = "\n".join(_read(p) for p in model_files(files))
+    m = VLM_HINT.search(text)
+    if m:
+        return "vision-language", f"`{m.group(0)}` in the recipe's model code"
+    for stage in files.stages:
+        for checkpoint in _PRETRAINED.findall(_read(stage)):
+            if HUB_VLM.search(checkpoint):
+                return "vision-language", f"checkpoint `{checkpoint}` in {stage.name}"
+            if HUB_CAUSAL_LM.search(checkpoint):
+                return "text", f"causal LM checkpoint `{checkpoint}` in {stage.name}"
+    causal = re.search(r"\b\w+ForCausalLM\b", text)
+    if causal:
+        return "text", f"`{causal.group(0)}` in the recipe's model code"
+    paths = model_files(files) + list(files.stages)
     for path in paths:
         m = _VISION_WORDS.search(_read(path))
         if m:
-            return "vision-language", f"`{m.group(0)}` in {files.rel(path)}"
+            kind: ModelKind = "vision" if re.search(r"ForImageClassification|num_classes", text) else "vision-language"
+            return kind, f"`{m.group(0)}` in {files.rel(path)}"
     return "text", "its model code and stage YAMLs name no image or vision input"
 
 
@@ -243,26 +248,27 @@ class TargetChoice:
     why: str
 
 
-def infer_target(files: RecipeFiles, path: str, model_var: str, wrapped_var: str | None) -> TargetChoice | None:
-    """A sensible default --target, read statically from the recipe's model code."""
+def infer_target(
+    path: str, model_var: str, wrapped_var: str | None, layout: ModelLayout | None, exclude: list[str] | None = None
+) -> TargetChoice | None:
+    """A sensible default --target (one or more, comma-joined), read statically from the recipe's model.
+    `exclude`: regions (relative to the model) kept eager on purpose (the repository's kit disables them), never
+    proposed as blocks."""
     if path == "kit":
         return TargetChoice(target=model_var, inferred=True, why="the kit compiles the whole model")
     if path == "post-wrap":
         name = wrapped_var or model_var
         return TargetChoice(target=name, inferred=True, why="the module returned by the distributed wrapper")
-    layout = model_layout(files)
-    if layout is not None and path in layout.targets:
-        return TargetChoice(target=f"{model_var}.{layout.targets[path]}", inferred=True, why=layout.why)
-    text = "\n".join(_read(p) for p in sorted(files.recipe.rglob("*.py")) if "tests" not in p.parts)
-    blocks = _module_lists(text)
-    if path == "regional" and blocks:
-        return TargetChoice(
-            target=f"{model_var}.{blocks[0]}",
-            inferred=True,
-            why=f"first nn.ModuleList attribute '{blocks[0]}' in the model code",
-        )
+    if layout is None:
+        return None
+    containers = layout.block_containers(exclude)
+    why = f"the model's repeated blocks: {layout.why}"
+    if path == "regional" and containers:
+        return TargetChoice(",".join(f"{model_var}.{c}" for c in containers), True, why)
+    if path == "submodule" and containers and (holder := layout.holder(containers[0])):
+        return TargetChoice(f"{model_var}.{holder}", True, f"the module holding {why}")
+    if path == "graph-break":
+        present = [x for x in exclude or [] if layout.has(x)]
+        if present:
+            return TargetChoice(f"{model_var}.{present[0]}", True, f"the region the kit keeps eager: {layout.why}")
     return None
-
-
-def _module_lists(text: str) -> list[str]:
-    return re.findall(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?ModuleList\(", text)

@@ -16,7 +16,7 @@ CONFIG_EXPR = "self.config.model.compile"
 class Options:
     recipe: Path
     path: str = "kit"
-    target: str | None = None
+    target: list[str] | None = None  # one or more (repeated --target)
     reason: str | None = None
     backend: str = "inductor"
     mode: str = "default"
@@ -42,8 +42,18 @@ class Options:
             if "\n" in reason:
                 raise InputError("--reason must be one line")
             self.reason = reason
-        if self.target is not None and not _dotted(self.target):
-            raise InputError(f"--target must be a dotted attribute path, got {self.target!r}")
+        for target in self.target or []:
+            if not _dotted(target):
+                raise InputError(
+                    f"--target must be a dotted attribute path (`*` for each block of a container, as in "
+                    f"model.layers.*.self_attn), got {target!r}"
+                )
+            if "*" in target.split(".") and self.path not in ("regional", "submodule"):
+                raise InputError(f"--path {self.path} takes one module, not `*` (each block): got {target!r}")
+        if self.target and len(self.target) > 1 and self.path not in ("regional", "submodule"):
+            raise InputError(f"--path {self.path} takes one --target; several are for --path regional or submodule")
+        if self.target and len(set(self.target)) != len(self.target):
+            raise InputError("--target: the same target is given twice")
         if self.templates is not None and not self.templates.is_dir():
             raise InputError(f"--templates folder not found: {self.templates}")
 
@@ -53,5 +63,7 @@ class Options:
 
 
 def _dotted(text: str) -> bool:
+    """`model.visual`, or with one `*` segment after the first: `model.layers.*` or `model.layers.*.self_attn`."""
     parts = text.split(".")
-    return all(p.isidentifier() for p in parts)
+    stars = [i for i, p in enumerate(parts) if p == "*"]
+    return len(stars) <= 1 and all(i > 0 for i in stars) and all(p.isidentifier() or p == "*" for p in parts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from model_compile.generate.planning.inputs import (
 )
 from model_compile.generate.planning.options import Options
 from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes
+from model_compile.generate.planning.structure import check_structure, kept_eager, suggest_regional
 from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
 from model_compile.generate.style.formatting import Formatter, format_changes
@@ -72,6 +74,8 @@ class Plan:
     already_wired: bool = False
     # what per-block FSDP2 means for the whole-model compile planned; said when the planned review has MC407
     sharding: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)  # each target written (the `target` line joins them)
+    offered: list[str] = field(default_factory=list)  # the targets that compile, where the given ones do not
 
     @property
     def changed(self) -> list[FileChange]:
@@ -108,25 +112,36 @@ def build_plan(opts: Options) -> Plan:
     first_path, first = engines[0][0], engines[0][3]
     model_var = first.model_var
 
-    choice = None
+    kit_files = [files.root / k.file for k in kits]
+    all_ledgers = [lg for own in ledgers.values() for lg in own.values()]
+    builder = locate.builder_of(all_ledgers)
+    layout = locate.model_layout(files, kit_files, builder) if opts.path != "post-wrap" else None
+    kept = kept_eager(kits, all_ledgers, model_var)
+    choice: locate.TargetChoice | None
     if opts.target:
-        choice = locate.TargetChoice(opts.target, False, "given with --target")
+        choice = locate.TargetChoice(",".join(opts.target), False, "given with --target")
     else:
-        choice = locate.infer_target(files, opts.path, model_var, first.wrapped_var)
+        choice = locate.infer_target(opts.path, model_var, first.wrapped_var, layout, kept)
     if choice is None:
-        raise InputError(f"cannot infer a --target for --path {opts.path} statically; pass --target ATTR")
-    if opts.path in ("submodule", "graph-break", "regional") and choice.target.split(".")[0] != model_var:
         raise InputError(
-            f"--target {choice.target} must start with the model variable of prepare_model() ({model_var})"
+            f"cannot infer a --target for --path {opts.path} statically"
+            + ("" if layout is not None else " (the model's class and code were not found)")
+            + "; pass --target ATTR"
         )
+    targets = choice.target.split(",")
+    for target in targets:
+        if opts.path in ("submodule", "graph-break", "regional") and target.split(".")[0] != model_var:
+            raise InputError(f"--target {target} must start with the model variable of prepare_model() ({model_var})")
+        _check_exists(target, model_var, layout, opts.path)
 
     plan = Plan(
         recipe=files.recipe,
         root=files.root,
         path_kind=opts.path,
-        target=choice.target,
+        target=choice.target.replace(",", ", "),
         target_inferred=choice.inferred,
         target_why=choice.why,
+        targets=targets,
     )
     wiring = check_wiring(report, opts.path, opts.target, opts.switch)
     if wiring.note:
@@ -136,7 +151,24 @@ def build_plan(opts: Options) -> Plan:
         plan.notes.extend(missing_recipe_tests(files.recipe, files.root, files.rel))
         return plan
     if opts.target is None and opts.path != "kit":
-        plan.notes.append(f"target: {choice.target} (inferred: {choice.why}; override with --target)")
+        plan.notes.append(f"target: {plan.target} (inferred: {choice.why}; override with --target)")
+    facts_now = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
+    structure = check_structure(
+        opts.path,
+        targets,
+        model_var,
+        layout,
+        explicit=opts.target is not None,
+        ledgers=all_ledgers,
+        stages=facts_now,
+        stage_texts={p.name: _read(p) for p in files.stages},
+        command=_command(files.rel(files.recipe), opts),
+    )
+    plan.notes.extend(structure.notes)
+    plan.offered = structure.offered
+    if structure.targets != targets:
+        targets = plan.targets = structure.targets
+        plan.target = ", ".join(targets)
     if opts.path == "kit" and files.readme.is_file():
         avoided = kit_avoidance(_read(files.readme))
         if avoided is not None:
@@ -184,6 +216,7 @@ def build_plan(opts: Options) -> Plan:
             model_var=fx.model_var,
             kit_attr=kit_attr,
             target=target,
+            targets=targets if opts.path in ("regional", "submodule") else [target],
             reason=opts.reason,
             reason_lines=reason_lines,
             indent=body_indent(text),
@@ -265,7 +298,7 @@ def build_plan(opts: Options) -> Plan:
 
     # 4. README: every path gets its Compile section (fallbacks document kind, target and reason there too)
     old = _read(files.readme) if files.readme.is_file() else None
-    readme_target = choice.target if opts.path != "post-wrap" else target
+    readme_targets = targets if opts.path != "post-wrap" else [target]
     patches = [
         e.call.split("(")[0].rsplit(".", 1)[-1]
         for lgs in ledgers.values()
@@ -274,17 +307,21 @@ def build_plan(opts: Options) -> Plan:
     ]
     # the kit class this recipe calls (the one added, or its own): only its regions are the recipe's
     called = kit_import[1] if kit_import else (report.kits[0] if report is not None and report.kits else None)
-    layout = locate.model_layout(files)
     if opts.path == "kit":
         scope = kit_scope(model_var, kit_of(kits, called), layout, list(dict.fromkeys(patches)))
     else:
         recipe_kits = [k for k in kits if k.class_name == called]
+        around = None
+        if layout is not None and opts.path in ("regional", "submodule"):
+            compiled = [t[len(model_var) + 1 :] if t.startswith(model_var + ".") else "" for t in readme_targets]
+            around = (layout.tree.eager_around(compiled), f"{layout.name} in {layout.source}")
         scope = planned_scope(
             opts.path,
-            readme_target,
+            readme_targets,
             model_var,
             list(dict.fromkeys(patches)),
             present_regions(recipe_kits, model_var, layout),
+            around,
         )
     declared = report.config.schema_.fields.get("enabled") if report is not None else None
     # the schema's own default when it declares `enabled` already; else the one generate writes (false)
@@ -294,13 +331,14 @@ def build_plan(opts: Options) -> Plan:
         lambda h: r.readme_section(
             h,
             opts.path,
-            readme_target,
+            readme_targets[0],
             opts.reason or "",
             scope=scope.summary,
             eager=scope.eager,
             commands=commands,
             enabled_default=default,
             line_length=repo_text.line_length,
+            targets=readme_targets,
         ),
     )
     if new != old:
@@ -308,7 +346,7 @@ def build_plan(opts: Options) -> Plan:
     plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    context = recipe_tests_context(files, opts, plan.target, first, style, root_class)
+    context = recipe_tests_context(files, opts, targets, first, style, root_class)
     rendered = planned_recipe_tests(context, override)
     missing_hooks = missing_parity_hooks(files, first_path, first.class_name)
     if missing_hooks:  # a parity test that calls what the engine lacks would only fail: say so instead
@@ -336,7 +374,9 @@ def build_plan(opts: Options) -> Plan:
         c.new = formatted.get(c.path, c.new)
 
     if opts.path == "kit":
-        plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var)
+        texts = {p.name: _read(p) for p in files.stages}
+        suggested = suggest_regional(layout, model_var, kept, all_ledgers, facts, texts)
+        plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var, suggested)
     if commands["launch"]:
         plan.notes.append(f"run with compile on: {commands['launch']}")
     if commands["tests"]:
@@ -348,6 +388,31 @@ def build_plan(opts: Options) -> Plan:
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
+
+
+def _check_exists(target: str, model_var: str, layout: locate.ModelLayout | None, kind: str) -> None:
+    """Refuse a target the model's code shows it does not have (one line, the modules it has instead)."""
+    if layout is None or kind == "post-wrap" or not target.startswith(model_var + "."):
+        return
+    rel = target[len(model_var) + 1 :]
+    if layout.has(rel) is not False:
+        return
+    parent = rel.rsplit(".", 1)[0] if "." in rel else ""
+    while parent and layout.has(parent) is False:
+        parent = parent.rsplit(".", 1)[0] if "." in parent else ""
+    have = ", ".join(c.path.rsplit(".", 1)[-1] for c in layout.tree.children(parent)) or "none"
+    where = f"`{model_var}.{parent}`" if parent else f"`{model_var}`"
+    raise InputError(f"--target {target}: {layout.name} has no module `{rel}` ({layout.why}); {where} has: {have}")
+
+
+def _command(recipe: str, opts: Options) -> str:
+    """The generate command as given, without its --target options."""
+    parts = ["model-compile generate", shlex.quote(recipe), "--path", opts.path]
+    if opts.reason:
+        parts += ["--reason", shlex.quote(opts.reason)]
+    if opts.switch:
+        parts.append("--switch")
+    return " ".join(parts)
 
 
 def _check_python(plan: Plan) -> None:

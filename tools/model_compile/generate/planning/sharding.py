@@ -13,6 +13,8 @@ known statically.
 
 from __future__ import annotations
 
+import shlex
+
 from model_compile.generate.edits.base_tests import WorldSize, world_size
 from model_compile.generate.planning import locate
 from model_compile.generate.style.repo_text import COMPILE_ON, RepoText, smoke_command
@@ -23,9 +25,16 @@ WHOLE_MODEL_PATHS = ("kit", "direct", "fallback:post-wrap", "fallback:graph-brea
 
 
 def sharding_notes(
-    files: locate.RecipeFiles, stages: list[str], facts: dict[str, StageFacts], path: str, model_var: str = "model"
+    files: locate.RecipeFiles,
+    stages: list[str],
+    facts: dict[str, StageFacts],
+    path: str,
+    model_var: str = "model",
+    suggested: tuple[list[str], str] | None = None,
 ) -> list[str]:
-    """What per-block FSDP2 (mesh shard > 1 or -1) in the enabled stages means for a whole-model compile."""
+    """What per-block FSDP2 (mesh shard > 1 or -1) in the enabled stages means for a whole-model compile.
+    `suggested`: the regional targets that compile for this model (structure.suggest_regional), and where the
+    model was read."""
     sharded = [s for s in stages if facts[s].wrapping == "fsdp2"]
     if not sharded or path not in WHOLE_MODEL_PATHS:
         return []
@@ -41,17 +50,16 @@ def sharding_notes(
         "is that on purpose, with the loss and the code around the blocks left eager. See it for this stage: "
         f"{see} (2 CPU ranks, the stage's FSDP2 wrap)."
     ]
-    layout = locate.model_layout(files)
-    container = layout.targets.get("regional") if layout is not None else None
-    if layout is not None and container:
+    if suggested is not None and suggested[0]:
+        flags = " ".join(f"--target {shlex.quote(t)}" for t in suggested[0])
         out.append(
-            f"regional instead: model-compile generate {recipe} --path regional --switch --target "
-            f'{model_var}.{container} --reason "..."  (block container from the {layout.why})'
+            f'regional instead: model-compile generate {recipe} --path regional --switch {flags} --reason "..."  '
+            f"(from {suggested[1]})"
         )
     else:
         out.append(
             f'regional instead: model-compile generate {recipe} --path regional --switch --target <blocks> --reason "..." '
-            "(the block container is not known statically: the ModuleList of the model's repeated layers)"
+            "(the model's code was not found: its block container is not known statically)"
         )
     return out
 

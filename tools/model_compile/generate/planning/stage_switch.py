@@ -5,12 +5,15 @@ The most common update of a recipe that already compiles: set
 files. Each value is replaced in place - every other byte, comment and key
 order stays - and the line of `enabled: true` carries the intent note that
 documents it (`# model-compile: enabled - <reason>`, parse/documentation.py;
-MC203 asks for it); `--disable` removes that note. The result is re-parsed to
-prove only `model.compile` changed. A rerun is a no-op.
+MC203 asks for it); `--disable` removes that note. A stage without compile keys
+gets them first, in the recipe's schema form (the `model.compile` section, or
+the older flat `compile` / `compile_backend` / `compile_mode` keys), off and with
+the schema's backend and mode; the flat switch is edited in place. The result
+is re-parsed to prove only the compile keys changed. A rerun is a no-op.
 
-Refused (InputError, nothing written): a stage without a YAML, a recipe whose
-stages or schema have no compile section yet (run `generate --path ...` first),
-an enable without a reason.
+Refused (InputError, nothing written): a stage without a YAML, a recipe that
+does not compile yet, or whose schema and stages declare no compile keys (run
+`generate --path ...` first), an enable without a reason.
 """
 
 from __future__ import annotations
@@ -22,13 +25,18 @@ from typing import Any
 
 import yaml
 
+from model_compile import templating
 from model_compile.errors import InputError
+from model_compile.generate.edits.snippets import Renderer
+from model_compile.generate.edits.yaml_edit import edit_stage, set_flat
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.inputs import recipe_report
 from model_compile.generate.planning.plan import FileChange, Plan
-from model_compile.generate.planning.sharding import sharding_notes, smoke_commands
+from model_compile.generate.planning.sharding import WHOLE_MODEL_PATHS, sharding_notes, smoke_commands
+from model_compile.generate.planning.structure import kept_eager, suggest_regional
 from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse.documentation import parse_comment
+from model_compile.parse.models import ConfigForm, SchemaFacts, StageFacts
 from model_compile.parse.stages import mapping_child, stage_facts
 from model_compile.vocabulary import BACKENDS, CUDA_GRAPH_MODES, MODES
 
@@ -177,6 +185,36 @@ def _not_compiling(files: locate.RecipeFiles) -> str:
     return f'model-compile generate {recipe} --path regional --reason "..." --write'
 
 
+def _stage_form(facts: dict[str, StageFacts]) -> ConfigForm | None:
+    """The compile form the stages use, when the schema does not say (the first stage that has the block)."""
+    return next((f.form for f in facts.values() if f.form), None)
+
+
+def _add_block(
+    text: str, form: str, schema: SchemaFacts | None, opts: StageOptions, rel: str, files: locate.RecipeFiles
+) -> tuple[str, str]:
+    """A stage YAML with the compile block its recipe's schema form has (off; the schema's backend and mode, or the
+    ones given), and the words for the note."""
+
+    def default(name: str, fallback: str) -> str:
+        given = {"backend": opts.backend, "mode": opts.mode}[name]
+        fact = schema.fields.get(name) if schema is not None else None
+        literal = fact.default if fact is not None and fact.present and isinstance(fact.default, str) else None
+        return given or literal or fallback
+
+    backend, mode = default("backend", "inductor"), default("mode", "default")
+    if form == "flat":
+        declared = [
+            n for n in ("backend", "mode") if schema is not None and n in schema.fields and schema.fields[n].present
+        ]
+        values: dict[str, Any] = {"enabled": False}
+        values.update({n: backend if n == "backend" else mode for n in declared})
+        return set_flat(text, values, None, filename=rel), "added the flat compile keys (the schema's form); "
+    renderer = Renderer(templating.override_dir_from_pyproject(files.root))
+    edited = edit_stage(text, lambda i, s: renderer.stage_block(i, s, backend, mode), filename=rel)
+    return edited.text, "added the model.compile block (the schema's section form); "
+
+
 def build_stage_plan(opts: StageOptions) -> StagePlan:
     """Every stage edit in memory, the smoke commands for those stages, and what sharding means for them."""
     opts.check()
@@ -192,21 +230,16 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
     path = report.compile_path if report is not None else "none"
     texts = {s: guard.read_source(by_name[s], files.rel(by_name[s]), None, None) for s in asked}
     facts = {s: stage_facts(texts[s], files.rel(by_name[s]), s) for s in asked}
-    flat = [s for s in asked if facts[s].form == "flat"]
-    if flat:
-        raise InputError(
-            f"{files.rel(files.recipe)}: stage {', '.join(flat)} sets the older flat `model.compile: <bool>` (MC206); "
-            "--enable/--disable edit the `model.compile` section only: migrate the recipe first, or set "
-            "`compile: true` with `# model-compile: enabled - <reason>` by hand"
-        )
+    if path == "none":
+        raise InputError(f"{files.rel(files.recipe)}: it does not compile yet; run `{_not_compiling(files)}` first")
+    schema = report.config.schema_ if report is not None else None
+    form = schema.form if schema is not None and schema.form else _stage_form(facts)
     lacking = [s for s in asked if not facts[s].has_compile]
-    if path == "none" or lacking:
-        what = (
-            f"its stage {', '.join(lacking)} has no model.compile"
-            if lacking and path != "none"
-            else "it does not compile yet"
+    if lacking and form is None:
+        raise InputError(
+            f"{files.rel(files.recipe)}: its schema declares no compile section and stage {', '.join(lacking)} has "
+            f"no model.compile; run `{_not_compiling(files)}` first"
         )
-        raise InputError(f"{files.rel(files.recipe)}: {what}; run `{_not_compiling(files)}` first")
     plan = StagePlan(
         recipe=files.recipe, root=files.root, path_kind="stages", target="", target_inferred=False, target_why=""
     )
@@ -218,11 +251,18 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
         if on and opts.mode:
             values["mode"] = opts.mode
         rel = files.rel(by_name[stage])
-        new = set_compile(texts[stage], values, opts.reason if on else None, filename=rel)
+        text, added = texts[stage], ""
+        if stage in lacking:  # the block the recipe's schema form has, with the schema's defaults
+            text, added = _add_block(text, form or "section", schema, opts, rel, files)
+        if (form if stage in lacking else facts[stage].form) == "flat":
+            new = set_flat(text, values, opts.reason if on else None, filename=rel)
+        else:
+            new = set_compile(text, values, opts.reason if on else None, filename=rel)
         plan.changes.append(FileChange(by_name[stage], rel, texts[stage], new))
         plan.stages[stage] = "enabled" if on else "disabled"
         shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in values.items())
-        plan.notes.append(f"{rel}: model.compile {shown}" + ("" if new != texts[stage] else " (already so)"))
+        plan.notes.append(f"{rel}: {added}model.compile {shown}" + ("" if new != texts[stage] else " (already so)"))
+        facts[stage] = stage_facts(new, rel, stage)  # as the stage will read: its smoke command, its mode
     graphed = sorted(s for s in opts.enable if (opts.mode or facts[s].static_value("mode")[1]) in CUDA_GRAPH_MODES)
     if graphed:
         mode = opts.mode or facts[graphed[0]].static_value("mode")[1]
@@ -234,5 +274,11 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
         )
     plan.commands = smoke_commands(files, opts.enable, facts, read_repo_text(files))
     model_var = report.scope.model if report is not None else "model"
-    plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var)
+    if any(facts[s].wrapping == "fsdp2" for s in opts.enable) and path in WHOLE_MODEL_PATHS:
+        ledgers = list(report.ledger) if report is not None else []
+        layout = locate.model_layout(files, [files.root / k.file for k in kits], locate.builder_of(ledgers))
+        kept = kept_eager(kits, ledgers, model_var)
+        texts = {p.name: guard.read_source(p, files.rel(p), None, None) for p in files.stages}
+        suggested = suggest_regional(layout, model_var, kept, ledgers, facts, texts)
+        plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var, suggested)
     return plan

@@ -38,14 +38,15 @@ def _shown(path: str, targets: list[str]) -> str:
     return f"{path} ({', '.join(targets)})" if targets else path
 
 
-def check_wiring(rec: RecipeReport | None, kind: str, target: str | None, switch: bool) -> Wiring:
-    """Decide, from the static review of the recipe, whether and how generate may edit it."""
+def check_wiring(rec: RecipeReport | None, kind: str, target: list[str] | None, switch: bool) -> Wiring:
+    """Decide, from the static review of the recipe, whether and how generate may edit it (`target`: the
+    --target values given, None when inferred)."""
     if rec is None or rec.compile_path == "none":
         return Wiring()
     want = requested_path(kind)
     have = rec.compile_path
     targets = _targets(rec)
-    same_target = target is None or target in targets
+    same_target = target is None or sorted(target) == sorted(targets)
     if have == "direct":
         return Wiring(note=f"{rec.name}: replaces its direct torch.compile ({', '.join(targets)}) with {want}")
     if have == want and same_target:
@@ -57,7 +58,7 @@ def check_wiring(rec: RecipeReport | None, kind: str, target: str | None, switch
             note=f"{rec.name}: already wired: compiles through {_shown(have, targets)} "
             "(read from the files as they are now, committed or not)",
         )
-    to = _shown(want, [target] if target else [])
+    to = _shown(want, list(target or []))
     if not switch:
         raise InputError(
             f"{rec.name} already compiles through {_shown(have, targets)}; generating {to} would switch it: "

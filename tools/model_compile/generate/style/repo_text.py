@@ -45,7 +45,8 @@ def read_repo_text(files: RecipeFiles) -> RepoText:
     root = files.root
     length = read_style(root).line_length  # the formatter settings generate renders to
     readmes = [(files.rel(p), t) for p in (files.readme, root / "README.md") if (t := _read(p)) is not None]
-    launch = find_launch(readmes, files.recipe.name)
+    own = files.rel(files.readme) if files.readme.is_file() else None
+    launch = find_launch(readmes, files.recipe.name, own)
     if launch is not None and launch.style == "dotlist" and not _launch_shows_overrides(readmes):
         # No README shows an override: trust the launcher itself only if it hands extra args to Hydra/OmegaConf.
         module = re.search(r"-m\s+([\w.]+)", launch.command)
@@ -105,11 +106,7 @@ def run_commands(
     recipe = files.rel(files.recipe)
     out = {"launch": "", "tests": "", "stage_file": f"{recipe}/configs/{stage}.yaml", "tests_note": ""}
     if text.launch is not None:
-        launch = text.launch.with_override(COMPILE_ON)
-        pattern = re.compile(rf"((?:\./)?{re.escape(recipe)}/configs/)[\w.-]+?(\.ya?ml)\b")
-        if len(pattern.findall(launch)) == 1:  # one config file of this recipe: the stage's own
-            launch = pattern.sub(lambda m: f"{m.group(1)}{stage}{m.group(2)}", launch)
-        out["launch"] = launch
+        out["launch"] = own_launch(text.launch.with_override(COMPILE_ON), recipe, stage)
     if text.has_smoke_test:
         conv = text.test_options
         cmd = smoke_command(recipe, conv, smoke_options or [])
@@ -118,10 +115,27 @@ def run_commands(
         else:
             out["tests"] = cmd
             out["tests_note"] = (
-                f"{recipe}/tests/conftest.py registers no --config-override: set `model.compile.enabled` "
-                f"to `true` in {out['stage_file']} for the test run instead"
+                f"{recipe}/tests/conftest.py registers no --config-override, so the smoke test cannot switch "
+                "compile on from the command line (never by setting `enabled: true` in a stage file to test): add a "
+                "repeatable `--config-override` option there and apply its values to the config in "
+                f"tests/test_smoke.py, or try compile with `model-compile rehearse {recipe}` (eager vs compiled on a "
+                "tiny model of the recipe's architecture)"
             )
     return out
+
+
+_CONFIG_PATH = re.compile(r"((?:\./)?)((?:[\w.-]+/)*recipes/[\w.-]+)/configs/[\w./-]+?\.ya?ml\b")
+
+
+def own_launch(command: str, recipe: str, stage: str) -> str:
+    """The launch command pointed at this recipe's stage file: the one config path it passes (its own, or another
+    recipe's in a README copied from it) becomes `<recipe>/configs/<stage>.yaml`. "" when the command still
+    names another recipe, or passes several config files: no command is better than one for another recipe."""
+    paths = _CONFIG_PATH.findall(command)
+    if len(paths) == 1:
+        command = _CONFIG_PATH.sub(lambda m: f"{m.group(1)}{recipe}/configs/{stage}.yaml", command)
+    others = {m for m in re.findall(r"recipes/[\w.-]+", command) if not (recipe == m or recipe.endswith("/" + m))}
+    return "" if others or len(paths) > 1 else command
 
 
 def wrap_note(text: str, width: int) -> str:

@@ -63,3 +63,31 @@ def show(top: Path, commit: str, path: str) -> str | None:
         return _git(top, "show", f"{commit}:{path}")
     except ValueError:
         return None
+
+
+def changed_lines(top: Path, commit: str, suffix: str = ".py") -> dict[str, list[int]]:
+    """{path from the work tree's root: the work tree's line numbers that differ from COMMIT} for the files
+    ending in `suffix`: the added or changed lines of each hunk (a pure deletion names the line after it), and
+    every line of an untracked file."""
+    import re
+
+    out: dict[str, list[int]] = {}
+    current = None
+    for line in _git(top, "diff", "-U0", "--no-renames", "--no-color", commit, "--").splitlines():
+        if line.startswith("+++ "):
+            target = line[4:].strip()
+            current = target[2:] if target.startswith("b/") and target.endswith(suffix) else None
+            continue
+        m = re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", line)
+        if m and current:
+            start, count = int(m.group(1)), int(m.group(2)) if m.group(2) is not None else 1
+            lines = range(start, start + count) if count else range(start + 1, start + 2)
+            out.setdefault(current, []).extend(lines)
+    for path in _git(top, "ls-files", "--others", "--exclude-standard").splitlines():
+        if path.endswith(suffix) and (top / path).is_file():
+            try:
+                n = len((top / path).read_text(encoding="utf-8", errors="replace").splitlines())
+            except OSError:
+                continue
+            out[path] = list(range(1, n + 1))
+    return {p: sorted(set(v)) for p, v in out.items()}

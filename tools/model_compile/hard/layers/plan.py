@@ -125,7 +125,10 @@ def plan(
         where = ", ".join(conv.files) if conv.files else "no conftest.py pytest loads for this recipe"
         blocked = (
             f"no {CONFIG_OVERRIDE} option is registered ({where}): compile cannot be switched on from the "
-            f"command line; set `{compile_on.replace('=', ': ')}` in configs/{stage}.yaml for this run"
+            f"command line (`{compile_on}`); add a repeatable {CONFIG_OVERRIDE} option to the recipe's "
+            "conftest.py and apply its values in tests/test_smoke.py (never set the switch in "
+            f"configs/{stage}.yaml to test), or try compile with the rehearsal layer "
+            "(`model-compile rehearse`: eager vs compiled on a tiny model)"
         )
     specs = [
         LayerSpec(

@@ -24,8 +24,9 @@ from model_compile.hard.env.recipe import child_env, resolve_recipe
 from model_compile.hard.layers import interrupt, pipeline, refusal
 from model_compile.hard.layers import plan as layers
 from model_compile.hard.layers.verdict import judge
-from model_compile.hard.models import HardReport, LayerResult, TraceSummary, Wiring
+from model_compile.hard.models import HardReport, LayerResult, RehearsalFacts, TraceSummary, Wiring
 from model_compile.hard.rehearsal import command as rehearse
+from model_compile.hard.rehearsal.run import to_layer
 from model_compile.parse import recipe_test_options as conventions
 from model_compile.parse.models import config_key
 
@@ -85,10 +86,19 @@ def _rehearsal_spec(
     check: preflight.Preflight,
     out_dir: Path,
     options: rehearse.Options,
+    answered_by: tuple[str, RehearsalFacts] | None = None,
 ) -> layers.LayerSpec:
-    """The rehearsal layer (after structure, before smoke): its figures land in `report.rehearsal`."""
+    """The rehearsal layer (after structure, before smoke): its figures land in `report.rehearsal`. With
+    `answered_by` (another recipe that asks the change the same question, and its facts) it is not run again."""
 
     def run() -> LayerResult:
+        if answered_by is not None:
+            facts = rehearse.answered(answered_by[1], answered_by[0])
+            cmd = rehearse.base_command(recipe_root, interp)
+            layer = to_layer(facts, cmd, str(repo_root), f"answered by {answered_by[0]}")
+            layer.reason = facts.notes[0] + (f"; {layer.reason}" if layer.reason else "")
+            report.rehearsal = facts
+            return layer
         layer, facts = rehearse.layer(
             recipe, recipe_root, repo_root, interp, env, check.environment, check.model_compile_file, out_dir, options
         )
@@ -129,6 +139,7 @@ def validate_hard(
     stages: list[str] | None = None,
     rehearsal_world_size: int | None = None,
     base_rev: str | None = None,
+    answered_by: tuple[str, RehearsalFacts] | None = None,
     model_config: Path | None = None,
     model_configs: dict[str, Path] | None = None,
 ) -> HardReport:
@@ -202,7 +213,7 @@ def validate_hard(
     )
     if soft.compile_path not in (None, "none"):
         spec = _rehearsal_spec(
-            report, recipe_facts, recipe_root, repo_root, interp, env, check, out_dir, rehearse_options
+            report, recipe_facts, recipe_root, repo_root, interp, env, check, out_dir, rehearse_options, answered_by
         )
         if not rehearsal or os.environ.get(rehearse.SKIP_ENV, "").lower() in ("0", "off", "false", "no"):
             spec.blocked = f"not asked for (--no-rehearsal or {rehearse.SKIP_ENV}=off): run it with the command"

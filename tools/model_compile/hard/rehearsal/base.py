@@ -21,7 +21,7 @@ import model_compile
 from model_compile.hard.env.probe import cache_root
 from model_compile.hard.models import RehearsalFacts
 
-CACHE_VERSION = "rehearsal-base/2"  # 2: the models built, overrides, memory, batches seen, drift
+CACHE_VERSION = "rehearsal-base/3"  # 2: the coverage map; 3: the models built, overrides, memory, batches seen, drift
 NO_COMPILE = "the recipe does not compile there"
 
 
@@ -75,9 +75,11 @@ def _without_switch(text: str | None) -> object:
 
 
 def only_the_switch(top: Path, commit: str) -> list[str] | None:
-    """The files where the work tree differs from COMMIT when every difference is documentation or a stage YAML's
-    compile switch (the rehearsal turns compile on itself, so the base's run would be this same run); else None."""
+    """The files where the work tree differs from COMMIT when every difference is documentation, comments or
+    docstrings in Python (the same code: its AST, docstrings removed, is equal), or a stage YAML's compile switch
+    (the rehearsal turns compile on itself): the base's run would be this same run. Else None."""
     from model_compile.hard.env.worktree import changed_paths, show
+    from model_compile.parse.python import code_changed
 
     try:
         paths = changed_paths(top, commit)
@@ -86,13 +88,24 @@ def only_the_switch(top: Path, commit: str) -> list[str] | None:
     for path in paths:
         if path.endswith(_DOCS):
             continue
-        if not path.endswith((".yaml", ".yml")) or not (top / path).is_file():
+        if not (top / path).is_file():
             return None
         try:
             before, after = show(top, commit, path), (top / path).read_text(encoding="utf-8")
-            if before is None or _without_switch(before) != _without_switch(after):
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        if before is None:
+            return None
+        if path.endswith(".py"):
+            if code_changed(before.encode(), after.encode()):
                 return None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+            continue
+        if not path.endswith((".yaml", ".yml")):
+            return None
+        try:
+            if _without_switch(before) != _without_switch(after):
+                return None
+        except yaml.YAMLError:
             return None
     return paths
 
@@ -112,6 +125,79 @@ def _mark(head: bool, base: bool) -> str:
     if head:
         return "new with the change"
     return "gone with the change"
+
+
+def _ran(facts: RehearsalFacts) -> bool:
+    return facts.status in ("passed", "failed") and bool(facts.steps)
+
+
+def _parity_failed(facts: RehearsalFacts) -> bool:
+    return bool(facts.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in facts.problems)
+
+
+def _recompiles(facts: RehearsalFacts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for step in facts.steps:
+        for r in step.recompiles:
+            frame = r.split(": ", 1)[0]
+            out[frame] = out.get(frame, 0) + 1
+    return out
+
+
+def regressions(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
+    """What the change made worse, each a problem of its own: a module that lost compiled share, a new
+    graph-break site, a new recompile-limit hit, new recompiles, parity out of bound, changed keys. Empty when
+    the base was not rehearsed (nothing can be called new) or nothing got worse."""
+    if not _ran(head) or not _ran(base):
+        return []
+    from model_compile.hard.rehearsal.reading import coverage
+
+    out = [f"lost compile: {line}" for line in coverage.versus(head, base)]
+    # a change that compiles more of the model brings new compiled code, and with it new break sites and
+    # recompiles of its own: those are said beside the base (versus), not failures, unless nothing lost compile
+    grew = (
+        head.compiled_share is not None
+        and base.compiled_share is not None
+        and head.compiled_share > base.compiled_share + coverage.LOST
+    )
+    base_sites = {g.site for g in base.graph_break_sites}
+    if not grew:
+        for g in head.graph_break_sites:
+            if g.site not in base_sites:
+                out.append(f"new graph-break site {g.site} ({g.count}x): {g.reason.splitlines()[0][:160]}")
+                base_sites.add(g.site)
+    hf, bf = _frames(head), _frames(base)
+    out += [f"new recompile-limit hit in {frame} ({hf[frame]})" for frame in sorted(set(hf) - set(bf))]
+    hr, br = _recompiles(head), _recompiles(base)
+    if head.recompile_count > base.recompile_count:
+        for frame, n in sorted(hr.items()):
+            if n > br.get(frame, 0):
+                out.append(f"{n - br.get(frame, 0)} new recompile(s) in {frame} ({br.get(frame, 0)} at the base)")
+    if _parity_failed(head) and not _parity_failed(base):
+        out.append("parity out of the bound (within it at the base)")
+    for name, text in head.keys.items():
+        if "unchanged" not in text and "unchanged" in base.keys.get(name, "unchanged"):
+            out.append(f"{name} keys changed: {text}")
+    return out
+
+
+def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
+    """The head judged against its base: what the change made worse fails it (new with the change); a head that
+    fails only with what the base has too is an existing failure."""
+    head.regressions = regressions(head, base)
+    if head.regressions and head.status in ("passed", "failed"):
+        head.status = "failed"
+        head.problems = [f"new with the change: {p}" for p in head.regressions] + head.problems
+        more = f" (+{len(head.problems) - 1} more problem(s), listed with it)" if len(head.problems) > 1 else ""
+        head.reason = head.problems[0] + more
+        head.existing = False
+    elif head.status == "failed" and _ran(base) and base.status == "failed":
+        head.existing = True
+        head.reason = f"existing: it fails on the base {rev[:12]} too, and the change makes nothing worse. " + str(
+            head.reason or ""
+        )
+    elif head.status == "failed" and _ran(base):
+        head.existing = False
 
 
 def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
@@ -134,9 +220,16 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
         "parity: "
         + ("outside the bound - " + _mark(h_fail, b_fail) if h_fail or b_fail else "within the bound on both")
     )
+    from model_compile.hard.rehearsal.reading import coverage
+
+    lost = coverage.versus(head, base)
+    out += [f"{line} - new with the change" for line in lost]
+    out += [f"{line} - gone with the change" for line in coverage.moved_out(head, base)]
     hf, bf = _frames(head), _frames(base)
     for frame in sorted(set(hf) | set(bf)):
-        out.append(f"recompile-limit hit in {frame} - {_mark(frame in hf, frame in bf)}")
+        gone = frame in bf and frame not in hf and lost
+        note = " (not an improvement: part of the model stopped compiling, see the compiled share)" if gone else ""
+        out.append(f"recompile-limit hit in {frame}{note} - {_mark(frame in hf, frame in bf)}")
     hs = {g.site for g in head.graph_break_sites}
     bs = {g.site for g in base.graph_break_sites}
     for label, sites in (("new with the change", sorted(hs - bs)), ("gone with the change", sorted(bs - hs))):
@@ -149,7 +242,19 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
         f"graph breaks: head {head.graph_break_count} at {head.graph_break_site_count} site(s), base "
         f"{base.graph_break_count} at {base.graph_break_site_count}"
     )
-    out.append(f"recompiles: head {head.recompile_count}, base {base.recompile_count}")
+    fewer = (
+        " (fewer because less compiles, not an improvement)"
+        if lost and head.recompile_count < base.recompile_count
+        else ""
+    )
+    out.append(f"recompiles: head {head.recompile_count}, base {base.recompile_count}{fewer}")
+    if head.compiled_share is not None and base.compiled_share is not None:
+        out.append(
+            f"compiled share of the forward work: head {head.compiled_share:.0%}, base {base.compiled_share:.0%}"
+        )
     if head.first_step_s is not None and base.first_step_s is not None:
-        out.append(f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model)")
+        out.append(
+            f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model; the base "
+            "reused the head's Inductor cache when it ran after it)"
+        )
     return out

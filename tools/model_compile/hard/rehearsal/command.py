@@ -17,13 +17,13 @@ from model_compile.errors import InputError
 from model_compile.hard.console import say
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
-from model_compile.hard.rehearsal import overrides
 from model_compile.hard.rehearsal import run as rehearsal
-from model_compile.hard.rehearsal.plan import NotPlanned, plan
+from model_compile.hard.rehearsal.planning import overrides
+from model_compile.hard.rehearsal.planning.overrides import read_model_config
+from model_compile.hard.rehearsal.planning.plan import NotPlanned, plan
 from model_compile.hard.rehearsal.render import instead_of_inductor
 from model_compile.parse import recipe_test_options as test_options
 from model_compile.parse.recipe_test_options import CONFIG_NAME
-from model_compile.runtime.rehearsal.models.shrink import bad_widths
 from model_compile.vocabulary import BACKENDS
 
 if TYPE_CHECKING:
@@ -46,38 +46,6 @@ class Options:
     base: str | None = None  # a revision: rehearse it too, in a temporary worktree, and mark what differs
     model_configs: dict[str, Path] = field(default_factory=dict)  # --model-config NAME=PATH: a config for NAME
     config_overrides: list[str] = field(default_factory=list)  # --config-override K=V, in order
-
-
-def model_config_options(items: list[str]) -> tuple[Path | None, dict[str, Path]]:
-    """`--model-config` values: a bare PATH is the main model's config; NAME=PATH the config of the model the
-    recipe loads by NAME (a hub id, a cluster path, a local folder). Bad input raises InputError."""
-    bare: Path | None = None
-    named: dict[str, Path] = {}
-    for item in items:
-        name, sep, path = item.rpartition("=")
-        if sep and name and not Path(item).is_file():
-            named[name.strip()] = Path(path)
-        elif bare is None:
-            bare = Path(item)
-        else:
-            raise InputError(f"--model-config {item}: a second bare PATH (name the model it is for: NAME=PATH)")
-    return bare, named
-
-
-def read_model_config(path: Path, flag: str) -> dict[str, Any]:
-    """A supplied config.json, read and checked (bad input is one line)."""
-    if not path.is_file():
-        raise InputError(f"{flag}: {path}: no such file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{flag}: {path} is not a readable JSON file ({exc})") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{flag}: {path} is not a config (a JSON object)")
-    bad = bad_widths(data)
-    if bad:
-        raise InputError(f"{flag}: {path} has a width that is not a positive integer: {', '.join(bad[:3])}")
-    return data
 
 
 def check(options: Options) -> None:
@@ -171,7 +139,10 @@ def execute(
         return rehearsal.not_run(str(exc), label), base_cmd
     extra = extra_flags(options)
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
+    if options.base:
+        planned.spec["changed_lines"] = changed_lines(repo_root, options.base)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
+    used, used_dir = planned, out_dir
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
     if facts.status == "not-run" and in_setup and planned.world.world_size > 1 and options.world_size is None:
         # the stage's multi-rank wrap may need what a CPU lacks (an NCCL-only call, a device assert): one rank
@@ -198,11 +169,89 @@ def execute(
                 "one rank instead, so its multi-rank wrap is not exercised",
             )
             facts = single
+            used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
+    if facts.fixes:
+        from model_compile.hard.rehearsal import trials
+
+        trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s)
+        rehearsal.write_summary(facts, used_dir)
     if options.base:
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
+
+
+def question(
+    recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options, changed: list[str]
+) -> str | None:
+    """What this recipe's rehearsal asks of a change, as a key: the changed files its run imports, its compile
+    path and call, the stage's architecture, depth, wrap, data regime and backend. Two recipes with one key ask
+    the same question, and one rehearsal answers both. None when the recipe cannot be planned (it is then
+    rehearsed on its own)."""
+
+    if recipe is None or not changed:
+        return None
+    conv = test_options.read(recipe_root, repo_root)
+    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
+    try:
+        planned = plan(
+            recipe,
+            recipe_root,
+            repo_root,
+            Path(tempfile.gettempdir()) / "model-compile-question",
+            stage=options.config_name,
+            conftest_default=default if isinstance(default, str) else None,
+            backend=options.backend,
+            steps=options.steps,
+            model_config=options.model_config,
+            world_size=options.world_size,
+        )
+    except NotPlanned:
+        return None
+    call = (planned.compile_call or "").split(": ", 1)[-1]
+    return json.dumps(
+        {
+            "changed": sorted(changed),
+            "compile": [recipe.compile_path, call, sorted(planned.spec.get("targets") or [])],
+            "model": [planned.model.model_type, planned.model.depth, planned.model.source.split(" from ", 1)[0]],
+            "wrap": [planned.world.wrap, planned.world.world_size],
+            "data": [planned.data.mode, planned.data.regime, planned.data.max_seq_len, planned.data.accumulation],
+            "backend": [planned.backend, planned.mode, planned.steps],
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
+def answered(facts: RehearsalFacts, by: str) -> RehearsalFacts:
+    """Another recipe's rehearsal, given as this recipe's answer: the same facts, saying whose they are."""
+    copy = facts.model_copy(deep=True)
+    copy.answered_by = by
+    copy.notes.insert(
+        0,
+        f"not rehearsed again: the change reaches this recipe as it reaches {by} (the same changed files, compile "
+        f"path, architecture, depth, wrap, data regime and backend), so {by}'s rehearsal answers for both",
+    )
+    return copy
+
+
+def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:
+    """The Python lines the work tree changed against REV, by path from the repository root (the rehearsal
+    counts whether each ran); empty when git cannot say."""
+    from model_compile.hard.env.worktree import changed_lines as diff_lines
+    from model_compile.hard.env.worktree import resolve, toplevel
+
+    try:
+        commit, _ = resolve(repo_root, rev)
+        top = toplevel(repo_root)
+        prefix = repo_root.resolve().relative_to(top.resolve()).as_posix()
+        found = diff_lines(top, commit)
+    except (ValueError, OSError):
+        return {}
+    if prefix in ("", "."):
+        return found
+    return {p[len(prefix) + 1 :]: v for p, v in found.items() if p.startswith(prefix + "/")}
 
 
 def with_base(
@@ -237,10 +286,12 @@ def with_base(
         what = f"only in {', '.join(same[:4])}{' ...' if len(same) > 4 else ''}" if same else "in no file"
         facts.base_rev = rev
         facts.versus_base = [
-            f"the base ({rev}) differs from what was rehearsed {what}: documentation or a stage's compile switch, "
-            "which the rehearsal sets itself, so the base's rehearsal would be this same run (not run again): "
-            "everything measured here is already there at the base with compile on"
+            f"the base ({rev}) differs from what was rehearsed {what}: documentation, comments or docstrings, or a "
+            "stage's compile switch, which the rehearsal sets itself, so the base's rehearsal would be this same run "
+            "(not run again): nothing is new with the change, everything measured here is already there at the base"
         ]
+        if facts.status == "failed":
+            facts.existing = True  # the same run fails at the base: not the change's failure
         return
     key = base.cache_key(tree, str(rel), options, interp.path)
     base_facts = base.load(key)
@@ -260,6 +311,7 @@ def with_base(
                     f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary "
                     "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
                 )
+                _share_compile_cache(out_dir, out_dir / "base")
                 base_facts, _ = execute(
                     found,
                     recipe_b,
@@ -274,6 +326,21 @@ def with_base(
         base.save(key, base_facts)
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
+    base.apply(facts, base_facts, rev)
+
+
+def _share_compile_cache(head: Path, base: Path) -> None:
+    """The base's rehearsal reuses the head's Inductor cache (what compiles the same on both sides is not compiled
+    again); its first-step time is then no cold-start figure, and the comparison says so."""
+    cache = head / "inductor-cache"
+    link = base / "inductor-cache"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(cache, target_is_directory=True)
+    except OSError:
+        pass
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:
@@ -329,7 +396,7 @@ def check_overrides(recipe: RecipeReport | None, recipe_root: Path, repo_root: P
     otherwise). A recipe the rehearsal cannot plan is left to say so when it runs."""
     if not options.config_overrides or recipe is None:
         return
-    from model_compile.hard.rehearsal.plan import choose_stage, load_stage, schema_file_of
+    from model_compile.hard.rehearsal.planning.plan import choose_stage, load_stage, schema_file_of
     from model_compile.hard.stages import stage_files
 
     try:

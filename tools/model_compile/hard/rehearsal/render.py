@@ -7,8 +7,8 @@ compiled twin's and the eager twin's, against the same reference.
 
 from __future__ import annotations
 
-from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal.fixes import readable_guard, shorten
+from model_compile.hard.models import Fix, RehearsalFacts
+from model_compile.hard.rehearsal.reading.fixes import readable_guard, shorten
 from model_compile.hard.rehearsal.seen.lines import summary_lines as seen_summary
 from model_compile.hard.rehearsal.seen.lines import text_lines as seen_text
 
@@ -85,6 +85,87 @@ def _graph_breaks(facts: RehearsalFacts, pairs: bool = False) -> str:
     return f"graph breaks: {facts.graph_break_count} at {facts.graph_break_site_count} site(s){more} (rank 0's trace)"
 
 
+def _pct(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0%}" if value in (0.0, 1.0) or 0.01 <= value <= 0.99 else f"{value:.1%}"
+
+
+def coverage_line(facts: RehearsalFacts) -> str | None:
+    """One line: the compiled share of the forward work, then the largest eager regions with their causes."""
+    if not facts.coverage:
+        return f"compiled: {facts.coverage_note}" if facts.coverage_note else None
+    candidates = [e for e in facts.coverage if e.module != "(model)" and e.compiled < 0.95 and e.eager_causes]
+    # the innermost eager modules: an entry whose blocks or members are listed too says less than they do
+    inner = [e for e in candidates if not any(o.module.startswith(e.module + ".") for o in candidates)]
+    eager = sorted(inner, key=lambda e: -(1 - e.compiled) * e.work)
+    parts = []
+    for e in eager[:3]:
+        blocks = f"{e.count} blocks, " if e.count > 1 else ""
+        cause = e.eager_causes[0]
+        parts.append(f"{e.module} ({blocks}{_pct(e.compiled)} compiled: {shorten(cause.cause, 90)} at {cause.site})")
+    bw = f", backward {_pct(facts.backward_compiled_share)}" if facts.backward_compiled_share is not None else ""
+    head = f"compiled: {_pct(facts.compiled_share)} of the forward work{bw}"
+    return head + ("; eager: " + "; ".join(parts) if parts else "; nothing of the model ran eager")
+
+
+def coverage_rows(facts: RehearsalFacts) -> list[str]:
+    """The coverage map, a line a module: compiled share, share of the model's work, role, main eager cause."""
+    rows = []
+    for e in facts.coverage:
+        blocks = f" x{e.count}" if e.count > 1 else ""
+        base = f" (base {_pct(e.base_compiled)})" if e.base_compiled is not None else ""
+        cause = ""
+        if e.eager_causes:
+            c = e.eager_causes[0]
+            more = f" (+{len(e.eager_causes) - 1} more cause(s))" if len(e.eager_causes) > 1 else ""
+            cause = f" - eager: {shorten(c.cause, 120)} at {c.site}{more}"
+        role = "" if e.role == "target" else f" [{e.role}]"
+        rows.append(f"{_pct(e.compiled):>5} compiled{base}, {_pct(e.work):>5} of work  {e.module}{blocks}{role}{cause}")
+    return rows
+
+
+def changed_rows(facts: RehearsalFacts) -> list[str]:
+    """Each hunk of the change the run imports: how often it ran in a compiled graph, as Python, in the eager twin."""
+    rows = []
+    for h in facts.changed_lines:
+        span = f"{h.lines[0]}-{h.lines[-1]}" if len(h.lines) > 1 else str(h.lines[0])
+        text = (
+            f"{h.file}:{span}: {h.ran_compiled}x in a compiled graph, {h.ran_eager}x as Python with compile on, "
+            f"{h.ran_eager_twin}x in the eager twin"
+        )
+        if h.not_reached:
+            text += f"; never reached: line(s) {', '.join(map(str, h.not_reached[:6]))}"
+        rows.append(text)
+    return rows
+
+
+def changed_line(facts: RehearsalFacts) -> str | None:
+    """One line for the report: the change's hunks that ran eager with compile on, or not at all."""
+    if not facts.changed_lines:
+        return None
+    eager = [h for h in facts.changed_lines if h.ran_eager and not h.ran_compiled]
+    dark = [h for h in facts.changed_lines if h.not_reached]
+    parts = [f"{len(facts.changed_lines)} hunk(s) in files the run imports"]
+    if eager:
+        parts.append(
+            f"{len(eager)} ran as Python with compile on, never in a graph ({eager[0].file}:{eager[0].lines[0]})"
+        )
+    if dark:
+        parts.append(f"{len(dark)} with lines no run reached ({dark[0].file}:{dark[0].not_reached[0]}): untested here")
+    return "the change's lines: " + "; ".join(parts)
+
+
+def fix_line(fix: Fix) -> str:
+    """A fix with what its rerun showed: proven or disproven (its figures), or not tried (why)."""
+    if fix.tried == "proven":
+        return f"fix (proven by a rerun: {fix.reason}): {fix.fix}"
+    if fix.tried == "disproven":
+        return f"tried, did not help ({fix.reason}): {fix.fix}"
+    why = (fix.reason or "").removeprefix("not tried: ").removeprefix("not tried ")
+    return f"fix, not tried{f' ({why})' if why else ''}: {fix.fix}"
+
+
 def base_line(facts: RehearsalFacts) -> str:
     """The base's rehearsal beside the head's, in one line: what is new with the change first."""
     groups: dict[str, list[str]] = {"new with the change": [], "already there": [], "gone with the change": []}
@@ -111,7 +192,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     out = [base_line(facts)] if facts.versus_base else []
     out += [f"FAILED: {readable_guard(p, 400)} {where}" for p in facts.problems]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
-    out += [f"fix: {f}" for f in facts.fixes]
+    out += [fix_line(f) for f in facts.fixes]
     model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     # the facts a reader needs first lead each line (the text view cuts a long line at its end)
@@ -122,6 +203,12 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     source, _, seen = str(facts.batches).partition("; seen: ")
     out.append(f"batches: seen {seen}; from {source}" if seen else f"batches: {source}")
     out.append(backend_line(facts))
+    cov = coverage_line(facts)
+    if cov:
+        out.append(f"{cov} {where}")
+    changed = changed_line(facts)
+    if changed:
+        out.append(f"{changed} {where}")
     out.append(f"{parity_line(facts)} {where}")
     if facts.keys:
         out.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()) + f" {where}")
@@ -178,6 +265,12 @@ def text(facts: RehearsalFacts, command: str) -> str:
         )
     for check in facts.target_checks + [f"FAILED {t}" for t in facts.target_failures]:
         lines.append(f"  target {check}")
+    cov = coverage_line(facts)
+    if cov:
+        lines.append(cov)
+        lines += [f"  {row}" for row in coverage_rows(facts)]
+        if facts.coverage and facts.coverage_note:
+            lines.append(f"  ({facts.coverage_note})")
     if facts.keys:
         lines.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()))
     if facts.steps:
@@ -207,8 +300,12 @@ def text(facts: RehearsalFacts, command: str) -> str:
             "recompile-limit hits: " + ("; ".join(readable_guard(h, 300) for h in hits[:3]) if hits else "none")
         )
         lines += [f"  near the limit: {shorten(n, 300)}" for n in facts.near_limit[:4]]
+        lines += [f"  size fixed by: {shorten(s, 300)}" for s in facts.specialized[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
+    if facts.changed_lines or facts.changed_note:
+        lines.append(f"the change's lines ({facts.changed_note}):")
+        lines += [f"  {row}" for row in changed_rows(facts)]
     if facts.sync:
         lines.append(f"gradient sync: {facts.sync}")
     timing = timing_line(facts)
@@ -227,7 +324,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
     for problem in facts.problems[1:6]:
         lines.append(f"also: {readable_guard(problem)}")
     for fix in facts.fixes:
-        lines.append(f"fix: {fix}")
+        lines.append(fix_line(fix))
     for note in facts.notes:
         lines.append(f"note: {note}")
     for line in facts.versus_base:

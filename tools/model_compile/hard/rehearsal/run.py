@@ -22,8 +22,8 @@ from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.env.memwatch import MemoryWatch
 from model_compile.hard.models import LayerResult, RehearsalFacts
-from model_compile.hard.rehearsal import judge
-from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.planning.plan import Plan
+from model_compile.hard.rehearsal.reading import judge
 from model_compile.hard.rehearsal.seen import faults as seen_faults
 from model_compile.runtime.rehearsal.config import precision_plan
 
@@ -95,9 +95,18 @@ def clear_stale(out_dir: Path) -> None:
 
 
 def run(
-    plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float, label: str
+    plan: Plan,
+    interp: Interpreter,
+    env: dict[str, str],
+    out_dir: Path,
+    timeout_s: float,
+    label: str,
+    done: dict[str, list[dict[str, Any]]] | None = None,
+    only: list[str] | None = None,
 ) -> RehearsalFacts:
-    """Run every child; read their records and the compiled twin's trace into the facts."""
+    """Run every child; read their records and the compiled twin's trace into the facts. `done`: the records of
+    twins that already ran and `only` the twins to run (a fix's rerun runs the compiled twin alone, against the
+    rehearsal's other twins)."""
     clear_stale(out_dir)
     spec = plan.spec
     spec_path = out_dir / "spec.json"
@@ -108,8 +117,8 @@ def run(
     facts = judge.planned_facts(plan, label, out_dir, LIMITS)
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     world = plan.world.world_size
-    records: dict[str, list[dict[str, Any]]] = {}
-    twins = ["reference", "eager", "compiled"]
+    records: dict[str, list[dict[str, Any]]] = dict(done or {})
+    twins = list(only or ["reference", "eager", "compiled"])
     server = _fork_server(interp, repo, env, out_dir, world, facts)
     facts.server_start_s = server.ready_s if server is not None else None
     try:
@@ -237,6 +246,7 @@ def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResu
         where=where if facts.wall_s else "-",
         log=facts.log,
         started=bool(facts.wall_s),
+        existing=facts.existing,
     )
     if facts.status in ("not-run", "failed", "timeout", "tool-error"):
         layer.next_step = cmd

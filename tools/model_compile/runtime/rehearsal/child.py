@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal.config import LOW, precision_plan
+from model_compile.runtime.rehearsal.config import LOW, precision_plan, read_precision, twin_overrides
 from model_compile.runtime.rehearsal.record import (
     Record,
     Stop,
@@ -72,33 +72,13 @@ def _full_precision_wrap() -> None:
     fsdp.fully_shard = fully_shard
 
 
-def _twin_overrides(spec: dict[str, Any], twin: str) -> list[str]:
-    keys = spec["compile_keys"]  # the compile switch and choices in the recipe's form (section or flat)
-    overrides = list(spec["overrides"])
-    if twin == "compiled":
-        overrides += [
-            f"{keys['enabled']}=true",
-            f"{keys['backend']}={spec['backend']}",
-            f"{keys['mode']}={spec['mode']}",
-        ]
-    else:
-        overrides.append(f"{keys['enabled']}=false")
-    if twin == "reference":
-        overrides += list(spec["precision"].get("reference_overrides") or [])
-        ckpt = spec.get("checkpoint") or {}
-        if ckpt.get("reference_ready") and ckpt.get("override_key"):
-            overrides = [o for o in overrides if not o.startswith(ckpt["override_key"] + "=")]
-            overrides.append(f"{ckpt['override_key']}={ckpt['reference_dir']}")
-    return overrides
-
-
 def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
     from model_compile.runtime.rehearsal.config import load_config
 
     t0 = time.perf_counter()
     with guarded("config", "not-run", "the recipe's engine module did not import"):
         cls = getattr(importlib.import_module(spec["engine_module"]), spec["engine_class"])
-    overrides = _twin_overrides(spec, twin)
+    overrides = twin_overrides(spec, twin)
     with guarded("config", "not-run", "the stage config did not load with the rehearsal's overrides"):
         config = load_config(spec, overrides, engine_class=cls)
     record.phase("config", file=spec["config_file"], overrides=overrides)
@@ -120,6 +100,33 @@ def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
     return engine
 
 
+def _meter(spec: dict[str, Any], twin: str) -> Any:
+    """The coverage meter's factory for the eager twin (everything it runs) and the compiled twin (what ran
+    outside compiled graphs); None for the reference twin, or when the spec turns coverage off."""
+    if twin not in ("eager", "compiled") or not spec.get("coverage", True):
+        return None
+    from model_compile.runtime.rehearsal.measure.coverage import Meter
+
+    return lambda model: Meter(model, compiled=twin == "compiled")
+
+
+def _changed_lines(spec: dict[str, Any]) -> dict[str, list[int]]:
+    """The change's lines to count, by the absolute path the interpreter will name their file with (the spec's
+    repository-relative paths under the repository root as given, and as resolved)."""
+    root = spec["repo_root"]
+    out: dict[str, list[int]] = {}
+    for rel, lines in (spec.get("changed_lines") or {}).items():
+        for path in {os.path.join(root, rel), os.path.realpath(os.path.join(root, rel))}:
+            out[path] = list(lines)
+    return out
+
+
+def _twins_dir(spec: dict[str, Any]) -> Path:
+    """Where the other twins' records and tensors are: the rehearsal's folder, also for a fix's compiled rerun
+    that writes its own records elsewhere."""
+    return Path(spec.get("twins_dir") or spec["out_dir"])
+
+
 def _has_reference(spec: dict[str, Any]) -> bool:
     precision = spec.get("precision") or {}
     return bool(precision.get("reference_overrides") or precision.get("reference_dtype"))
@@ -131,7 +138,7 @@ def _initial(spec: dict[str, Any], twin: str, rank: int) -> Any:
     if twin == "reference" or (twin == "eager" and not _has_reference(spec)):
         return None  # the first twin to run starts from the recipe's own init
     first = "reference" if _has_reference(spec) else "eager"
-    path = Path(spec["out_dir"]) / f"init-{first}-rank{rank}.pt"
+    path = _twins_dir(spec) / f"init-{first}-rank{rank}.pt"
     return torch.load(path) if path.exists() else None
 
 
@@ -150,49 +157,6 @@ def _data(spec: dict[str, Any], record: Record) -> dict[str, Any] | None:
 
 
 # -- the twins -------------------------------------------------------------
-
-
-PRECISION_LEAVES = ("mixed_precision", "precision", "amp_dtype", "autocast_dtype")
-
-
-def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if hasattr(node, "model_dump"):
-        node = node.model_dump()
-    elif not isinstance(node, dict):
-        try:
-            from omegaconf import OmegaConf
-
-            if OmegaConf.is_config(node):
-                node = OmegaConf.to_container(node, resolve=True)
-        except ImportError:
-            pass
-    out: list[tuple[str, Any]] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            out.append((path, value))
-            out += _leaves(value, path)
-    return out
-
-
-def read_precision(spec: dict[str, Any]) -> dict[str, Any]:
-    """The training precision the recipe's validated config holds (schema defaults included)."""
-    from model_compile.runtime.rehearsal.config import load_config
-
-    cls = getattr(importlib.import_module(spec["engine_module"]), spec["engine_class"])
-    config = load_config(spec, _twin_overrides(spec, "eager"), engine_class=cls)
-    validator = getattr(cls, "ConfigClass", None)
-    if validator is not None and hasattr(validator, "model_validate"):
-        try:
-            from omegaconf import OmegaConf
-
-            config = validator.model_validate(OmegaConf.to_container(config, resolve=True))
-        except Exception:  # noqa: BLE001 - the raw config still says what the YAML says
-            pass
-    for path, value in _leaves(config):
-        if path.rsplit(".", 1)[-1] in PRECISION_LEAVES and isinstance(value, str):
-            return {"path": path, "value": value}
-    return {"path": None, "value": None}
 
 
 def prepare(spec: dict[str, Any], record: Record) -> None:
@@ -231,6 +195,17 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         _full_precision_wrap()
     with guarded("engine", "not-run", "the process group could not be started"):
         _process_group(world)
+    wanted = _changed_lines(spec) if twin in ("eager", "compiled") else {}
+    if twin == "compiled" and (spec.get("coverage", True) or wanted):
+        from model_compile.runtime.rehearsal.measure.coverage import install_graph_hook
+
+        install_graph_hook(wanted)  # before anything compiles: every graph's runs are then known
+    counter = None
+    if wanted:
+        from model_compile.runtime.rehearsal.measure.lines import LineCounter
+
+        counter = LineCounter(wanted)
+        counter.start()  # before the recipe's modules import: a changed line at module level counts too
     engine = _engine(spec, twin, record)
     if not callable(getattr(engine, "train_exec_step", None)) and callable(getattr(engine, "train_one_step", None)):
         note = "the engine's micro-step is train_one_step (forward) then train_after_step: step times are forwards"
@@ -243,6 +218,8 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.requires_grad})
         facts["trainable_dtypes"] = dtypes
         facts["keys"] = key_facts(model)
+        if fix:
+            facts["fix"] = {"asked": fix, "applied": list(driver.fix_applied)}
         if initial is None:
             facts["initial_weights"] = "the recipe's own init (this twin runs first)"
         elif driver.copied:
@@ -258,7 +235,8 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
 
     feed = Feed(spec)
     wide = torch.float64 if twin == "reference" and spec["precision"].get("reference_dtype") == "float64" else None
-    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide)
+    fix = spec.get("fix") if twin == "compiled" else None
+    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide, meter=_meter(spec, twin), fix=fix)
     t0 = time.perf_counter()
     phase = "train"
     try:
@@ -294,6 +272,14 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     record.data["micro_steps"] = driver.micro
     record.data["sync_checks"] = driver.sync_checks
     record.data["feed"] = feed.facts
+    if driver.meter is not None:
+        with guarded("coverage", "tool-error", "the coverage map could not be written"):
+            record.phase("coverage", **driver.meter.record())
+    if counter is not None:
+        counter.stop()
+        from model_compile.runtime.rehearsal.measure.coverage import graphs_with_lines
+
+        record.phase("lines", **counter.record(), graphs=graphs_with_lines() if twin == "compiled" else [])
     if seen is not None:
         from model_compile.runtime.rehearsal.inputs.rows import STATE
 
@@ -330,7 +316,7 @@ def judge(spec: dict[str, Any], rank: int, record: Record, mine: dict[str, Any])
     from model_compile.runtime.rehearsal.measure.model_facts import compare_keys
     from model_compile.runtime.rehearsal.measure.parity import compare
 
-    out = Path(spec["out_dir"])
+    out = _twins_dir(spec)
     with guarded("parity", "tool-error", "the twins' records could not be compared"):
         eager_record = json.loads((out / f"record-eager-rank{rank}.json").read_text(encoding="utf-8"))
         keys = compare_keys(eager_record["phases"]["model"]["keys"], record.data["phases"]["model"]["keys"])

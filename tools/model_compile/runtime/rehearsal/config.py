@@ -70,3 +70,64 @@ def precision_plan(precision: dict[str, Any]) -> dict[str, Any]:
         "reference_overrides": [],
         "reference_dtype": "float64",
     }
+
+
+def twin_overrides(spec: dict[str, Any], twin: str) -> list[str]:
+    keys = spec["compile_keys"]  # the compile switch and choices in the recipe's form (section or flat)
+    overrides = list(spec["overrides"])
+    if twin == "compiled":
+        overrides += [
+            f"{keys['enabled']}=true",
+            f"{keys['backend']}={spec['backend']}",
+            f"{keys['mode']}={spec['mode']}",
+        ]
+    else:
+        overrides.append(f"{keys['enabled']}=false")
+    if twin == "reference":
+        overrides += list(spec["precision"].get("reference_overrides") or [])
+        ckpt = spec.get("checkpoint") or {}
+        if ckpt.get("reference_ready") and ckpt.get("override_key"):
+            overrides = [o for o in overrides if not o.startswith(ckpt["override_key"] + "=")]
+            overrides.append(f"{ckpt['override_key']}={ckpt['reference_dir']}")
+    return overrides
+
+
+PRECISION_LEAVES = ("mixed_precision", "precision", "amp_dtype", "autocast_dtype")
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if hasattr(node, "model_dump"):
+        node = node.model_dump()
+    elif not isinstance(node, dict):
+        try:
+            from omegaconf import OmegaConf
+
+            if OmegaConf.is_config(node):
+                node = OmegaConf.to_container(node, resolve=True)
+        except ImportError:
+            pass
+    out: list[tuple[str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            out.append((path, value))
+            out += _leaves(value, path)
+    return out
+
+
+def read_precision(spec: dict[str, Any]) -> dict[str, Any]:
+    """The training precision the recipe's validated config holds (schema defaults included)."""
+    cls = getattr(importlib.import_module(spec["engine_module"]), spec["engine_class"])
+    config = load_config(spec, twin_overrides(spec, "eager"), engine_class=cls)
+    validator = getattr(cls, "ConfigClass", None)
+    if validator is not None and hasattr(validator, "model_validate"):
+        try:
+            from omegaconf import OmegaConf
+
+            config = validator.model_validate(OmegaConf.to_container(config, resolve=True))
+        except Exception:  # noqa: BLE001 - the raw config still says what the YAML says
+            pass
+    for path, value in _leaves(config):
+        if path.rsplit(".", 1)[-1] in PRECISION_LEAVES and isinstance(value, str):
+            return {"path": path, "value": value}
+    return {"path": None, "value": None}

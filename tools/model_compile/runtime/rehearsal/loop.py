@@ -4,7 +4,8 @@ launcher runs them, until the planned number of optimizer steps has been taken.
 Nothing of the loop is replaced. The engine's phase methods are wrapped on the instance to observe them:
 `prepare_model` (the keys and compiled modules of what it returns; the twin's initial weights made equal),
 `train_exec_step`
-(one micro-step: its time, what dynamo compiled during it, the batch's shapes), `forward_step` (the loss) and
+(one micro-step: its time, what dynamo compiled during it, the batch's shapes; on the last optimizer step's
+micro-steps also which operators ran compiled, `measure/coverage.py`), `forward_step` (the loss) and
 `backward_step` (on a micro-step that should not sync, whether gradients were reduced anyway); torch's global
 optimizer step pre-hook takes the gradients each optimizer step applies, however the recipe built it. After the
 planned optimizer steps the wrapper raises `Enough`, which ends the loop without its `after_train()`.
@@ -12,6 +13,7 @@ planned optimizer steps the wrapper raises `Enough`, which ends the loop without
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -69,9 +71,21 @@ class Driver:
     """Wraps one engine's phases; `run()` trains until `steps` optimizer steps are done."""
 
     def __init__(
-        self, engine: Any, steps: int, initial: dict[str, Any] | None, on_model: Any, feed: Any, wide: Any = None
+        self,
+        engine: Any,
+        steps: int,
+        initial: dict[str, Any] | None,
+        on_model: Any,
+        feed: Any,
+        wide: Any = None,
+        meter: Any = None,
+        fix: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
+        self.fix = fix or {}  # one override a fix trial applies (runtime/rehearsal/override.py)
+        self.fix_applied: list[str] = []
+        self.make_meter = meter  # model -> a coverage Meter (measure/coverage.py), or None: coverage not measured
+        self.meter: Any = None
         self.wide = wide  # the float64 reference: the model built in this dtype, its floating inputs cast to it
         self.feed = feed  # replaces the train loader where the recipe's data path cannot feed the run
         self.steps = steps
@@ -128,10 +142,19 @@ class Driver:
                     torch.set_default_dtype(before)
                 model.register_forward_pre_hook(_cast_inputs(self.wide), with_kwargs=True)
             else:
-                model = original(*args, **kwargs)
+                from model_compile.runtime.rehearsal import override
+
+                with override.compile_calls(self.fix) as done:
+                    model = original(*args, **kwargs)
+                self.fix_applied += done
+                for applied in (override.compile_targets(model, self.fix), override.call_kwargs(model, self.fix)):
+                    if applied:
+                        self.fix_applied.append(applied)
             self.model = model
             self._names = {id(p): _strip(n) for n, p in model.named_parameters()}
             self._start_from(model)
+            if self.make_meter is not None:
+                self.meter = self.make_meter(model)
             self.on_model(model)
             return model
 
@@ -163,8 +186,15 @@ class Driver:
             rows_state["batches"] += 1
             assert self.watch is not None
             self.watch.snapshot()
+            # the coverage map is measured on the micro-steps of the last optimizer step, after any limit hit
+            measured = self.meter is not None and before == self.steps - 1
+            if self.fix.get("mark_dynamic"):
+                from model_compile.runtime.rehearsal.override import mark_dynamic
+
+                mark_dynamic(data, self.fix)
             t0 = time.perf_counter()
-            out = original(ctx, *args, **kwargs)
+            with self.meter.measure(len(self.micro)) if measured else contextlib.nullcontext():
+                out = original(ctx, *args, **kwargs)
             seconds = time.perf_counter() - t0
             if self._loss is None and (loss := loss_of(ctx, out)) is not None:
                 self._loss = float(loss.detach().float().sum())
@@ -176,6 +206,7 @@ class Driver:
                 "seconds": round(seconds, 4),
                 "loss": self._loss,
                 "optimizer_step": self.optimizer_steps > before,
+                "coverage": measured,
                 **self.watch.delta(),
             }
             self.micro.append(row)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from model_compile.hard.models import RehearsalFacts
-    from model_compile.hard.rehearsal.plan import Plan
+    from model_compile.hard.rehearsal.planning.plan import Plan
 
 
 def read_all(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]], out: Path, repo: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.hard.models import RehearsalFacts
-from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.planning.plan import Plan
 
 
 def phase(recs: dict[str, list[dict[str, Any]]], name: str) -> dict[str, Any]:

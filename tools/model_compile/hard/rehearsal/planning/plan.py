@@ -9,7 +9,7 @@ becomes the children's spec (`runtime/rehearsal/child.py`).
 from __future__ import annotations
 
 import ast
-import re
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
-from model_compile.hard.rehearsal import overrides as cli_overrides
-from model_compile.hard.rehearsal.data_plan import DataPlan, plan_data
-from model_compile.hard.rehearsal.model_plan import ModelPlan, NotPlanned, plan_model
-from model_compile.hard.rehearsal.world import WorldPlan, plan_world
+from model_compile.hard.rehearsal.planning import overrides as cli_overrides
+from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data
+from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, plan_model
+from model_compile.hard.rehearsal.planning.overrides import read_keys
+from model_compile.hard.rehearsal.planning.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
 from model_compile.parse.models import config_key
 from model_compile.runtime.rehearsal.inputs.batches import PACK_KEYS
@@ -33,6 +34,7 @@ __all__ = ["NotPlanned", "Plan", "plan"]
 
 PRETRAINED_KEYS = ("pretrained_model_name_or_path", "model_name_or_path", "pretrained_path")
 CPU_BACKEND = "aot_eager"
+COVERAGE_ENV = "MODEL_COMPILE_COVERAGE"
 DEFAULT_STEPS = 8
 
 
@@ -54,6 +56,7 @@ class Plan:
     compile_call: str | None = None  # file:line and text of the compile call (for the advice)
     compile_kwargs: dict[str, str] = field(default_factory=dict)
     forward_step: str | None = None  # file:line of the recipe's forward_step
+    model_var: str = "model"  # what prepare_model() calls the model it compiles (generate's targets start with it)
 
 
 def _walk(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -78,7 +81,8 @@ def load_stage(path: Path) -> dict[str, Any]:
 def choose_stage(
     recipe: RecipeReport, recipe_root: Path, asked: str | None, conftest_default: str | None
 ) -> tuple[str, str]:
-    """(stage, why): the one asked for, else the first that enables compile, else the tests' default, else the first."""
+    """(stage, why): the one asked for, else the first that enables compile, else - among several - the one whose
+    wrap and data regime are the heaviest (the tests' default when it is among those), else the only one."""
     stages = sorted(stage_files(recipe_root))
     if asked:
         if asked not in stages:
@@ -89,30 +93,73 @@ def choose_stage(
     enabling = [s.name for s in recipe.config.stages if s.values.get("enabled") is True and s.name in stages]
     if enabling:
         return enabling[0], "the first stage that enables compile"
+    if len(stages) == 1:
+        if conftest_default in stages:
+            return str(conftest_default), "the recipe tests' default --config-name"
+        return stages[0], "the only stage file (it does not enable compile; the rehearsal turns compile on)"
+    files = stage_files(recipe_root)
+    weights = {name: _weight(files[name]) for name in stages}
+    top = max(w[0] for w in weights.values())
+    heaviest = [name for name in stages if weights[name][0] == top]
+    what = f"no stage enables compile; of the {len(stages)} stages"
+    if conftest_default in heaviest:
+        tie = f" (tied with {', '.join(n for n in heaviest if n != conftest_default)})" if len(heaviest) > 1 else ""
+        return str(conftest_default), (
+            f"the recipe tests' default --config-name, and {what} the heaviest wrap and data regime"
+            f"{tie}: {weights[str(conftest_default)][1]}"
+        )
+    chosen = heaviest[0]
+    tie = f" (tied with {', '.join(heaviest[1:])}: the first by name)" if len(heaviest) > 1 else ""
+    why = f"{what} it has the heaviest wrap and data regime{tie}: {weights[chosen][1]}"
     if conftest_default in stages:
-        return str(conftest_default), "the recipe tests' default --config-name"
-    return stages[0], "the first stage file (none enables compile; pass --config-name for another)"
+        why += (
+            f"; the recipe tests' default --config-name {conftest_default} was not taken, it is lighter: "
+            f"{weights[str(conftest_default)][1]}"
+        )
+    return chosen, why + " (pass --config-name for another)"
+
+
+def _weight(path: Path) -> tuple[tuple[int, int, int], str]:
+    """((wrap, gradient accumulation, sequence length), in words) of one stage YAML: a sharded mesh (FSDP2 block by
+    block, `shard` > 1 or -1) weighs more than a replicated one (DDP), which weighs more than one rank; then more
+    micro-steps per optimizer step, then a longer `max_seq_len`. A file that does not load weighs least."""
+    try:
+        paths = dict(_walk(load_stage(path)))
+    except NotPlanned:
+        return (-1, 0, 0), "does not load"
+    mesh = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if ".mesh." in f".{k}" and isinstance(v, int)}
+    spans = {k: isinstance(v, int) and not isinstance(v, bool) and (v > 1 or v == -1) for k, v in mesh.items()}
+    wrap, words = (
+        (2, f"sharded (mesh shard {mesh['shard']})")
+        if spans.get("shard")
+        else (1, f"replicated (mesh replicate {mesh['replicate']}, shard {mesh.get('shard', 1)})")
+        if spans.get("replicate")
+        else (0, "one rank (no mesh dimension above 1)")
+    )
+    leaves = {k.rsplit(".", 1)[-1]: v for k, v in paths.items() if _is_int(v)}
+    accumulation, acc_words = 1, "no gradient accumulation setting"
+    ga, gbs, batch = (
+        leaves.get("gradient_accumulation_steps"),
+        leaves.get("global_batch_size"),
+        leaves.get("batch_size"),
+    )
+    if ga is not None and ga >= 1:
+        accumulation, acc_words = ga, f"gradient_accumulation_steps {ga}"
+    elif ga == -1 and gbs:
+        accumulation = max(1, gbs // max(1, batch or 1))
+        acc_words = f"accumulation from global_batch_size {gbs} / batch_size {batch or 1} (on one data-parallel rank)"
+    seq_key = next((k for k in paths if k.rsplit(".", 1)[-1] in SEQ_LEAVES and _is_int(paths[k])), None)
+    seq = int(paths[seq_key]) if seq_key else 0
+    seq_words = f"{seq_key.rsplit('.', 1)[-1]} {seq}" if seq_key else "no sequence length setting"
+    return (wrap, accumulation, seq), f"{words}, {acc_words}, {seq_words}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def schema_file_of(recipe: RecipeReport, recipe_root: Path) -> Path | None:
     return (recipe_root / recipe.config.schema_.file) if recipe.config.schema_.file else None
-
-
-_CONFIG_REF = re.compile(r"self\.config\.((?:\w+\.)*\w+)|select\(\s*self\.config\s*,\s*['\"]([\w.]+)['\"]")
-
-
-def read_keys(event: Any, paths: dict[str, Any]) -> dict[str, str]:
-    """The config keys the recipe's compile call reads (its gate, its backend and mode arguments), where the stage
-    has them: a recipe whose switch lives elsewhere than `model.compile` (`optim.compile`, say) is turned on by
-    its own switch."""
-    found: dict[str, str] = {}
-    sources = {"enabled": " ".join(event.condition or []), **{k: str(v) for k, v in (event.arguments or {}).items()}}
-    for name in ("enabled", "backend", "mode"):
-        refs = [a or b for a, b in _CONFIG_REF.findall(sources.get(name) or "")]
-        refs = [r for r in refs if r in paths and not isinstance(paths[r], dict)]
-        if refs:
-            found[name] = next((r for r in refs if "compile" in r), refs[0])
-    return found
 
 
 def _recipe_mentions(recipe_root: Path, words: tuple[str, ...]) -> set[str]:
@@ -308,6 +355,17 @@ def plan(
     scope = recipe.scope
     disabled = sorted({m.split(".", 1)[1] for part in scope.parts for m in part.minus if "." in m})
     fwd = _method_line(engine_file, ledger.engine_class, "forward_step")
+    call_site = (
+        f"{_repo_relative((recipe_root / compile_event.file).resolve(), repo_root)}:{compile_event.line}"
+        if compile_event
+        else None
+    )
+    checkpointing = [
+        f"{_repo_relative((recipe_root / e.file).resolve(), repo_root)}:{e.line}"
+        + (f" when {' and '.join(e.condition)}" if e.condition else "")
+        for e in ledger.events
+        if e.kind == "checkpointing"
+    ]
     spec: dict[str, Any] = {
         "repo_root": str(repo_root),
         "recipe_root": str(recipe_root),
@@ -336,6 +394,10 @@ def plan(
         "steps": steps,
         "targets": list(scope.patterns),
         "disabled": disabled,
+        "disable_sites": {region: call_site for region in disabled} if call_site else {},
+        "checkpointing": checkpointing,
+        # the coverage map (what ran compiled); MODEL_COMPILE_COVERAGE=off leaves it out (the bench's baseline)
+        "coverage": os.environ.get(COVERAGE_ENV, "on").lower() not in ("0", "off", "false", "no"),
         "precision": {},  # filled from the prepare child's reading of the validated config
         "out_dir": str(out_dir),
     }
@@ -361,6 +423,7 @@ def plan(
         ),
         compile_kwargs=dict(compile_event.arguments or {}) if compile_event else {},
         forward_step=f"{_repo_relative(engine_file, repo_root)}:{fwd}" if fwd else None,
+        model_var=next((p.module.split(".")[0] for p in scope.parts if p.kind == "whole-model"), "model") or "model",
     )
 
 

@@ -9,13 +9,16 @@ An override for a key the config lacks is bad input (a typo would otherwise add 
 must be in the stage YAML, or a field of the recipe's pydantic schema (read statically, through the classes
 its file defines). Where the schema's type at some point of the key is not one the file defines (a dict, an
 imported class), the rest of the key cannot be checked statically and is let through. A width-named field
-(`hidden_size`, `num_attention_heads`, ...) must be a positive integer. Pure Python: nothing imported.
+(`hidden_size`, `num_attention_heads`, ...) must be a positive integer. A `--model-config [NAME=]PATH` is read
+and checked here too (a readable JSON object, its widths positive). Pure Python: nothing imported.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ import yaml
 from model_compile.errors import InputError
 from model_compile.parse.python import PyModule
 from model_compile.parse.schema import _aliases, _classes, _field_type, _fields
-from model_compile.runtime.rehearsal.models.shrink import WIDTH_NAMES
+from model_compile.runtime.rehearsal.models.shrink import WIDTH_NAMES, bad_widths
 
 
 def parse(items: list[str]) -> list[tuple[str, Any]]:
@@ -131,4 +134,53 @@ def apply(stage: dict[str, Any], items: list[str]) -> dict[str, Any]:
                 node[part] = {}
             node = node[part]
         node[leaf] = value
+    return data
+
+
+_CONFIG_REF = re.compile(r"self\.config\.((?:\w+\.)*\w+)|select\(\s*self\.config\s*,\s*['\"]([\w.]+)['\"]")
+
+
+def read_keys(event: Any, paths: dict[str, Any]) -> dict[str, str]:
+    """The config keys the recipe's compile call reads (its gate, its backend and mode arguments), where the stage
+    has them: a recipe whose switch lives elsewhere than `model.compile` (`optim.compile`, say) is turned on by
+    its own switch."""
+    found: dict[str, str] = {}
+    sources = {"enabled": " ".join(event.condition or []), **{k: str(v) for k, v in (event.arguments or {}).items()}}
+    for name in ("enabled", "backend", "mode"):
+        refs = [a or b for a, b in _CONFIG_REF.findall(sources.get(name) or "")]
+        refs = [r for r in refs if r in paths and not isinstance(paths[r], dict)]
+        if refs:
+            found[name] = next((r for r in refs if "compile" in r), refs[0])
+    return found
+
+
+def model_config_options(items: list[str]) -> tuple[Path | None, dict[str, Path]]:
+    """`--model-config` values: a bare PATH is the main model's config; NAME=PATH the config of the model the
+    recipe loads by NAME (a hub id, a cluster path, a local folder). Bad input raises InputError."""
+    bare: Path | None = None
+    named: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.rpartition("=")
+        if sep and name and not Path(item).is_file():
+            named[name.strip()] = Path(path)
+        elif bare is None:
+            bare = Path(item)
+        else:
+            raise InputError(f"--model-config {item}: a second bare PATH (name the model it is for: NAME=PATH)")
+    return bare, named
+
+
+def read_model_config(path: Path, flag: str) -> dict[str, Any]:
+    """A supplied config.json, read and checked (bad input is one line)."""
+    if not path.is_file():
+        raise InputError(f"{flag}: {path}: no such file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{flag}: {path} is not a readable JSON file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{flag}: {path} is not a config (a JSON object)")
+    bad = bad_widths(data)
+    if bad:
+        raise InputError(f"{flag}: {path} has a width that is not a positive integer: {', '.join(bad[:3])}")
     return data

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.hard.models import RehearsalFacts, RehearsalStep
-from model_compile.hard.rehearsal.fixes import fixes, readable_guard
-from model_compile.hard.rehearsal.plan import Plan
+from model_compile.hard.rehearsal.planning.plan import Plan
+from model_compile.hard.rehearsal.reading import changes, coverage, ranks
+from model_compile.hard.rehearsal.reading.fixes import fixes, readable_guard
+from model_compile.hard.rehearsal.reading.sites import scan
 from model_compile.hard.rehearsal.seen import faults, read_all
-from model_compile.hard.rehearsal.sites import read_trace
 
 # the tails of a near-limit note after its figures (`frame: N compiled variants of L after S optimizer steps`)
 NEAR_SIZED = (
@@ -190,6 +191,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             shards = f", {model.get('sharded_modules')} sharded modules" if model.get("sharded_modules") else ""
             facts.wrap = f"{wrap} over {facts.world_size} rank(s){shards} (measured)"
     cmodel = (compiled.get("phases") or {}).get("model") or {}
+    facts.fix_applied = list((cmodel.get("fix") or {}).get("applied") or [])
     if cmodel.get("ok"):
         facts.compiled_modules = list(cmodel.get("compiled_modules") or [])
         facts.compiled_module_count = cmodel.get("compiled_module_count")
@@ -219,10 +221,16 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     facts.parity_rule = parity.get("rule")
     _steps(facts, recs, parity, repo_s)
     _seen(facts, recs)
-    _ranks(facts, recs)
-    _sync(facts, recs)
+    ranks.ranks(facts, recs)
+    ranks.sync(facts, recs)
     _timing(facts, recs)
-    facts.graph_break_sites, facts.trace_compile_s = read_trace(trace_dir, repo)
+    trace = scan(trace_dir, repo)
+    facts.graph_break_sites, facts.trace_compile_s = trace.sites, trace.compile_s
+    facts.specialized_at = list(trace.specialized)
+    facts.specialized = [
+        f"{s['site']} fixes {s['source'] or 'a size'} to a constant ({s['expr']}): {s['loc']}"
+        for s in trace.specialized
+    ]
     facts.graph_break_count = sum(g.count for g in facts.graph_break_sites)
     facts.graph_break_site_count = len({g.site for g in facts.graph_break_sites})
     fsdp = [g for g in facts.graph_break_sites if "distributed/fsdp" in g.site]
@@ -231,8 +239,10 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             f"{sum(g.count for g in fsdp)} graph break(s) at FSDP2 hooks ({fsdp[0].site}): a compiled region ends at "
             "each sharded module's hook, so the blocks between hooks compile as graphs of their own"
         )
+    coverage.build(facts, recs, trace, repo, plan.spec)
+    changes.read(facts, recs, plan.spec)
     facts.fixes = fixes(facts, plan)
-    _other_ranks(facts, recs)
+    ranks.other_ranks(facts, recs)
     if facts.status == "passed":
         verdict(facts, parity)
     read_all(facts, plan, recs, trace_dir.parent, repo)
@@ -246,6 +256,7 @@ def _seen(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
     rows = [m for rank in range(len(recs.get("compiled") or [])) for m in _micro(recs, "compiled", rank)]
     counts = sorted({int(n) for m in rows for n in _TOKENS.findall(str(m.get("shape") or ""))})
     facts.token_counts = counts
+    facts.batch_keys = sorted({str(k) for m in rows for k in (m.get("shapes") or {})})
     if not counts or not facts.batches:
         return
     ranks = len(recs.get("compiled") or [])
@@ -317,6 +328,7 @@ def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity:
                 recompiles=recompiles,
                 new_graphs=sum(int(r.get("new_graphs") or 0) for r in rows),
                 limit_hits=list(dict.fromkeys(_rel(h, repo) for r in rows for h in r.get("limit_hits") or [])),
+                measured=any(r.get("coverage") for r in rows),
             )
         )
     ranked = sorted(frames.items(), key=lambda kv: -len(kv[1]))
@@ -336,94 +348,34 @@ def _steps(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], parity:
     ]
 
 
-def _ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
-    rows = recs.get("compiled") or []
-    if len(rows) < 2:
-        return
-    summary = []
-    for rank, rec in enumerate(rows):
-        micro = rec.get("micro_steps") or []
-        graphs = sum(int(m.get("new_graphs") or 0) for m in micro)
-        variants = sum(int(r.get("count", 1)) for m in micro for r in m.get("recompiles") or [])
-        hits = sum(len(m.get("limit_hits") or []) for m in micro)
-        summary.append((graphs, variants, hits))
-        facts.ranks.append(f"rank {rank}: {graphs} graphs, {variants} recompiles, {hits} recompile-limit hit(s)")
-    if len({s[0] for s in summary}) > 1:
-        facts.notes.append(
-            "the ranks compiled different numbers of graphs (" + "; ".join(facts.ranks) + "): each rank's batches "
-            "have their own shapes; a compiled graph that holds a collective would then mismatch across ranks"
-        )
-
-
-def _other_ranks(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
-    """Parity and keys are judged on every rank: each compiled rank compared itself with its own twins."""
-    from model_compile.runtime.rehearsal.measure.parity import failures
-
-    rows = recs.get("compiled") or []
-    for rank, rec in enumerate(rows[1:], start=1):
-        phase = (rec.get("phases") or {}).get("parity") or {}
-        if not phase.get("ok"):
-            continue  # this rank did not get as far as comparing: its record says why (stopped() read it)
-        for problem in failures(phase.get("parity") or {}):
-            facts.problems.append(f"rank {rank}: {problem}")
-        for name, cmp in (phase.get("keys") or {}).items():
-            if cmp.get("checked") and not cmp.get("same"):
-                facts.problems.append(f"rank {rank}: {name} keys changed")
-    if len(rows) > 1:
-        facts.notes.append(f"parity and keys judged on each of the {len(rows)} ranks against its own twins")
-
-
-def _sync(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
-    def reduced(twin: str) -> list[str]:
-        out = []
-        for rank, rec in enumerate(recs.get(twin) or []):
-            for check in rec.get("sync_checks") or []:
-                if check.get("reduced"):
-                    out.append(f"micro-step {check.get('micro')} on rank {rank} ({check.get('how')})")
-        return out
-
-    checks = [c for rec in recs.get("compiled") or [] for c in rec.get("sync_checks") or []]
-    if not checks:
-        micro = [m for rec in recs.get("compiled") or [] for m in rec.get("micro_steps") or []]
-        if not micro:
-            facts.sync = "not checked: the compiled run did not get to a micro-step" if facts.world_size > 1 else None
-        elif facts.world_size > 1:
-            facts.sync = "not checked: no micro-step skipped its sync (each one stepped the optimizer)"
-        return
-    known = [c for c in checks if c.get("reduced") is not None]
-    if not known:
-        facts.sync = f"not checked: {checks[0].get('how')}"
-        return
-    compiled, eager = reduced("compiled"), reduced("eager")
-    if compiled and not eager:
-        facts.sync = f"gradients were reduced on {len(compiled)} micro-step(s) that should not sync, with compile on only: {compiled[0]}"
-        facts.problems.append(
-            f"gradient accumulation syncs every micro-step with compile on (the eager twin does not): {compiled[0]}; "
-            "a wrapper that hides the distributed module from the recipe's no-sync context does this"
-        )
-    elif compiled:
-        facts.sync = f"gradients reduced on micro-steps that should not sync, with compile on and off: {compiled[0]} (already so without compile)"
-    else:
-        facts.sync = f"no gradient sync on the {len(known)} micro-step(s) that should not sync, on every rank ({known[0].get('how')})"
-
-
 def _timing(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> None:
     if not facts.steps:
         return
     facts.first_step_s = facts.steps[0].compiled_s
-    steady = [
-        s.compiled_s for s in facts.steps[1:] if s.compiled_s is not None and not s.recompiles and not s.new_graphs
+    quiet = [
+        (s.compiled_s, s.measured)
+        for s in facts.steps[1:]
+        if s.compiled_s is not None and not s.recompiles and not s.new_graphs
     ]
+    steady = [t for t, measured in quiet if not measured]
+    if not steady and quiet:
+        steady = [t for t, _ in quiet]
+        facts.notes.append(
+            "the steady step includes the step the coverage map was counted on (no other step compiled nothing "
+            "new), so it is slower than the run's own steady step; more --steps leave it out"
+        )
     facts.steady_step_s = round(statistics.median(steady), 4) if steady else None
     facts.steady_steps = len(steady)
-    eager = [s.eager_s for s in facts.steps[1:] if s.eager_s is not None]
+    timed = [(s.eager_s, s.measured) for s in facts.steps[1:] if s.eager_s is not None]
+    eager = [t for t, measured in timed if not measured] or [t for t, _ in timed]
     facts.eager_step_s = round(statistics.median(eager), 4) if eager else None
 
 
 def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:
     from model_compile.runtime.rehearsal.measure.parity import failures
 
-    problems = list(failures(parity)) if parity else ["no parity was measured (the compiled twin recorded none)"]
+    problems = list(facts.coverage_failures)  # the hot path running eager first: every other figure is smaller
+    problems += list(failures(parity)) if parity else ["no parity was measured (the compiled twin recorded none)"]
     problems += facts.key_failures
     problems += [f"compiled target: {t}" for t in facts.target_failures]
     seen: set[str] = set()

@@ -1,0 +1,56 @@
+"""The change's own lines, from the twins' counts: each hunk's runs in a graph, as Python, in the eager twin, and
+the lines no run reached."""
+
+from __future__ import annotations
+
+from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.rehearsal.reading import changes
+
+ROOT = "/repo"
+LOSS = "/repo/pkg/kit/loss.py"
+
+
+def _recs(compiled: dict, eager: dict) -> dict:
+    return {"compiled": [{"phases": {"lines": compiled}}], "eager": [{"phases": {"lines": eager}}]}
+
+
+def test_each_hunk_says_how_it_ran_and_what_it_did_not_reach() -> None:
+    facts = RehearsalFacts(label="cpu-only (tiny model)", overrides=["data.max_seq_len=512"])
+    spec = {"repo_root": ROOT, "changed_lines": {"pkg/kit/loss.py": [10, 11, 30], "pkg/unused.py": [1]}}
+    compiled = {
+        "how": "sys.monitoring line events",
+        "counts": {LOSS: {"10": 16}},
+        "imported": [LOSS],
+        "graphs": [{"lines": [[LOSS, 30]], "calls": 8}],
+    }
+    eager = {"counts": {LOSS: {"10": 16}}, "imported": [LOSS]}
+    changes.read(facts, _recs(compiled, eager), spec)
+    first, second = facts.changed_lines
+    assert (first.file, first.lines, first.ran_compiled, first.ran_eager, first.ran_eager_twin) == (
+        "pkg/kit/loss.py",
+        [10, 11],
+        0,
+        16,
+        16,
+    )
+    assert first.not_reached == [11]
+    assert (second.lines, second.ran_compiled, second.ran_eager, second.not_reached) == ([30], 8, 0, [])
+    assert (
+        facts.changed_note and "1 changed Python file(s) the run does not import (pkg/unused.py)" in facts.changed_note
+    )
+    assert any("pkg/kit/loss.py:11 did not run in any twin" in n and "data.max_seq_len=512" in n for n in facts.notes)
+
+
+def test_the_json_contract_keys() -> None:
+    facts = RehearsalFacts(label="cpu-only (tiny model)")
+    spec = {"repo_root": ROOT, "changed_lines": {"pkg/kit/loss.py": [10]}}
+    changes.read(facts, _recs({"counts": {}, "imported": [LOSS]}, {"counts": {}, "imported": [LOSS]}), spec)
+    entry = facts.model_dump()["changed_lines"][0]
+    assert {"file", "lines", "ran_compiled", "ran_eager"} <= set(entry)
+    assert isinstance(entry["lines"], list) and isinstance(entry["ran_compiled"], int)
+
+
+def test_no_change_no_lines() -> None:
+    facts = RehearsalFacts(label="cpu-only (tiny model)")
+    changes.read(facts, _recs({}, {}), {"repo_root": ROOT})
+    assert facts.changed_lines == [] and facts.changed_note is None

@@ -1,0 +1,116 @@
+"""The change's own lines: did the rehearsal run them, how often, and inside a compiled graph or as Python.
+
+The child counts each changed line's executions as Python in the eager and the compiled twin, and, in the
+compiled twin, the runs of every graph whose operators come from a changed line
+(runtime/rehearsal/measure/lines.py). Here they are grouped into the change's hunks. A hunk no run reached
+says so: parity and the coverage map then say nothing about it, and where the rehearsal shrank a size the
+hunk may depend on (a sequence length, a width), the sizes are named.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from model_compile.hard.models import ChangedLines, RehearsalFacts
+
+
+def _hunks(lines: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for n in sorted(set(lines)):
+        if out and n == out[-1][-1] + 1:
+            out[-1].append(n)
+        else:
+            out.append([n])
+    return out
+
+
+def _phase(recs: dict[str, list[dict[str, Any]]], twin: str) -> dict[str, Any]:
+    return (((recs.get(twin) or [{}])[0].get("phases") or {}).get("lines")) or {}
+
+
+def _by_rel(counts: dict[str, dict[str, int]], root: str) -> dict[str, dict[int, int]]:
+    out: dict[str, dict[int, int]] = {}
+    real = os.path.realpath(root)
+    for path, lines in counts.items():
+        for base in (root, real):
+            if path.startswith(base.rstrip("/") + "/"):
+                rel = path[len(base.rstrip("/")) + 1 :]
+                cell = out.setdefault(rel, {})
+                for n, c in lines.items():
+                    cell[int(n)] = max(cell.get(int(n), 0), int(c))
+                break
+    return out
+
+
+def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dict[str, Any]) -> None:
+    changed: dict[str, list[int]] = spec.get("changed_lines") or {}
+    if not changed:
+        return
+    root = str(spec["repo_root"])
+    compiled, eager = _phase(recs, "compiled"), _phase(recs, "eager")
+    if not compiled and not eager:
+        facts.changed_note = "the change's lines were not counted: the runs did not get that far"
+        return
+    py = _by_rel(compiled.get("counts") or {}, root)
+    twin = _by_rel(eager.get("counts") or {}, root)
+    in_graphs: dict[str, dict[int, int]] = {}
+    for graph in compiled.get("graphs") or []:
+        for path, line in graph.get("lines") or []:
+            for rel, ran in _by_rel({path: {str(line): int(graph.get("calls") or 0)}}, root).items():
+                cell = in_graphs.setdefault(rel, {})
+                for n, c in ran.items():
+                    cell[n] = cell.get(n, 0) + c
+    imported = set(_by_rel({p: {} for p in (compiled.get("imported") or []) + (eager.get("imported") or [])}, root))
+    skipped = []
+    for rel, numbers in sorted(changed.items()):
+        if rel not in imported:
+            skipped.append(rel)
+            continue
+        for hunk in _hunks(_code_lines(os.path.join(root, rel), numbers)):
+            facts.changed_lines.append(
+                ChangedLines(
+                    file=rel,
+                    lines=hunk,
+                    ran_compiled=max((in_graphs.get(rel, {}).get(n, 0) for n in hunk), default=0),
+                    ran_eager=max((py.get(rel, {}).get(n, 0) for n in hunk), default=0),
+                    ran_eager_twin=max((twin.get(rel, {}).get(n, 0) for n in hunk), default=0),
+                    not_reached=[
+                        n
+                        for n in hunk
+                        if not (py.get(rel, {}).get(n) or twin.get(rel, {}).get(n) or in_graphs.get(rel, {}).get(n))
+                    ],
+                )
+            )
+    how = compiled.get("how") or eager.get("how") or "?"
+    facts.changed_note = f"counted with {how}" + (
+        f"; {len(skipped)} changed Python file(s) the run does not import ({', '.join(skipped[:3])})" if skipped else ""
+    )
+    dark = [h for h in facts.changed_lines if h.not_reached]
+    if dark:
+        sizes = [s for s in facts.shrunk] + [o for o in facts.overrides if o.split("=", 1)[0].endswith(_SIZES)]
+        context = f" (the rehearsal changed these sizes: {'; '.join(sizes[:4])})" if sizes else ""
+        where = ", ".join(f"{h.file}:{_span(h.not_reached)}" for h in dark[:4])
+        facts.notes.append(
+            f"the change's lines {where} did not run in any twin: parity and the coverage map say nothing about "
+            f"them{context}"
+        )
+
+
+def _code_lines(path: str, numbers: list[int]) -> list[int]:
+    """The changed lines that hold code: a blank line or a comment never runs, so it is never "not reached"."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read().splitlines()
+    except OSError:
+        return numbers
+    return [
+        n for n in numbers if 0 < n <= len(text) and text[n - 1].strip() and not text[n - 1].lstrip().startswith("#")
+    ]
+
+
+_SIZES = ("max_seq_len", "seq_len", "max_length", "chunk_size", "batch_size", "micro_batch_size", "max_pixels")
+
+
+def _span(lines: list[int]) -> str:
+    return f"{lines[0]}-{lines[-1]}" if len(lines) > 1 else str(lines[0])
