@@ -124,7 +124,7 @@ def run_hard(
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
     `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
     `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it;
-    `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.command.question): a recipe
+    `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.questions.question): a recipe
     whose question an earlier one asked takes that rehearsal's answer instead of running it again. The runtime
     options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs."""
     from model_compile.hard.layers.runner import validate_hard
@@ -339,7 +339,9 @@ def _question(recipe: Any, recipe_dir: Path, config_name: str | None, changed: l
         recipe_root, repo_root = resolve_recipe(recipe_dir, None)
     except InputError:
         return None
-    return rehearse.question(recipe, recipe_root, repo_root, rehearse.Options(config_name=config_name), changed)
+    from model_compile.hard.rehearsal.questions import question
+
+    return question(recipe, recipe_root, repo_root, rehearse.Options(config_name=config_name), changed)
 
 
 def _change_report(

@@ -93,7 +93,9 @@ def _rehearsal_spec(
 
     def run() -> LayerResult:
         if answered_by is not None:
-            facts = rehearse.answered(answered_by[1], answered_by[0])
+            from model_compile.hard.rehearsal.questions import answered
+
+            facts = answered(answered_by[1], answered_by[0])
             cmd = rehearse.base_command(recipe_root, interp)
             layer = to_layer(facts, cmd, str(repo_root), f"answered by {answered_by[0]}")
             layer.reason = facts.notes[0] + (f"; {layer.reason}" if layer.reason else "")

@@ -6,7 +6,6 @@ structure test) and alone by `model-compile rehearse RECIPE`.
 
 from __future__ import annotations
 
-import json
 import shlex
 import tempfile
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
 from model_compile.hard.rehearsal.planning import overrides
 from model_compile.hard.rehearsal.planning.overrides import read_model_config
-from model_compile.hard.rehearsal.planning.plan import NotPlanned, plan
+from model_compile.hard.rehearsal.planning.plan import NotPlanned, Plan, plan
 from model_compile.hard.rehearsal.render import instead_of_inductor
 from model_compile.parse import recipe_test_options as test_options
 from model_compile.parse.recipe_test_options import CONFIG_NAME
@@ -102,6 +101,33 @@ def label_of(environment: Environment) -> str:
     return f"{environment.label} (tiny model)"
 
 
+def plan_for(
+    recipe: RecipeReport,
+    recipe_root: Path,
+    repo_root: Path,
+    out_dir: Path,
+    options: Options,
+    cpu_only: bool = True,
+    world_size: int | None = None,
+) -> Plan:
+    """The rehearsal's plan for these options (NotPlanned when it cannot run); `world_size` overrides theirs."""
+    return plan(
+        recipe,
+        recipe_root,
+        repo_root,
+        out_dir,
+        stage=options.config_name,
+        conftest_default=_conftest_default(recipe_root, repo_root),
+        backend=options.backend,
+        steps=options.steps,
+        model_config=options.model_config,
+        world_size=world_size or options.world_size,
+        cpu_only=cpu_only,
+        model_configs=supplied_configs(options),
+        config_overrides=options.config_overrides,
+    )
+
+
 def execute(
     recipe: RecipeReport | None,
     recipe_root: Path,
@@ -118,23 +144,8 @@ def execute(
     base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {flag}" if flag else "")
     if recipe is None:
         return rehearsal.not_run("static review found no recipe here", label), base_cmd
-    default = _conftest_default(recipe_root, repo_root)
     try:
-        planned = plan(
-            recipe,
-            recipe_root,
-            repo_root,
-            out_dir,
-            stage=options.config_name,
-            conftest_default=default,
-            backend=options.backend,
-            steps=options.steps,
-            model_config=options.model_config,
-            world_size=options.world_size,
-            cpu_only=environment.cpu_only,
-            model_configs=supplied_configs(options),
-            config_overrides=options.config_overrides,
-        )
+        planned = plan_for(recipe, recipe_root, repo_root, out_dir, options, environment.cpu_only)
     except NotPlanned as exc:
         return rehearsal.not_run(str(exc), label), base_cmd
     extra = extra_flags(options)
@@ -146,21 +157,7 @@ def execute(
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
     if facts.status == "not-run" and in_setup and planned.world.world_size > 1 and options.world_size is None:
         # the stage's multi-rank wrap may need what a CPU lacks (an NCCL-only call, a device assert): one rank
-        one = plan(
-            recipe,
-            recipe_root,
-            repo_root,
-            out_dir / "one-rank",
-            stage=options.config_name,
-            conftest_default=default,
-            backend=options.backend,
-            steps=options.steps,
-            model_config=options.model_config,
-            world_size=1,
-            cpu_only=environment.cpu_only,
-            model_configs=supplied_configs(options),
-            config_overrides=options.config_overrides,
-        )
+        one = plan_for(recipe, recipe_root, repo_root, out_dir / "one-rank", options, environment.cpu_only, 1)
         single = rehearsal.run(one, interp, env, out_dir / "one-rank", options.timeout_s, label)
         if single.status != "not-run" or single.steps:
             single.notes.insert(
@@ -180,60 +177,6 @@ def execute(
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
-
-
-def question(
-    recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options, changed: list[str]
-) -> str | None:
-    """What this recipe's rehearsal asks of a change, as a key: the changed files its run imports, its compile
-    path and call, the stage's architecture, depth, wrap, data regime and backend. Two recipes with one key ask
-    the same question, and one rehearsal answers both. None when the recipe cannot be planned (it is then
-    rehearsed on its own)."""
-
-    if recipe is None or not changed:
-        return None
-    conv = test_options.read(recipe_root, repo_root)
-    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
-    try:
-        planned = plan(
-            recipe,
-            recipe_root,
-            repo_root,
-            Path(tempfile.gettempdir()) / "model-compile-question",
-            stage=options.config_name,
-            conftest_default=default if isinstance(default, str) else None,
-            backend=options.backend,
-            steps=options.steps,
-            model_config=options.model_config,
-            world_size=options.world_size,
-        )
-    except NotPlanned:
-        return None
-    call = (planned.compile_call or "").split(": ", 1)[-1]
-    return json.dumps(
-        {
-            "changed": sorted(changed),
-            "compile": [recipe.compile_path, call, sorted(planned.spec.get("targets") or [])],
-            "model": [planned.model.model_type, planned.model.depth, planned.model.source.split(" from ", 1)[0]],
-            "wrap": [planned.world.wrap, planned.world.world_size],
-            "data": [planned.data.mode, planned.data.regime, planned.data.max_seq_len, planned.data.accumulation],
-            "backend": [planned.backend, planned.mode, planned.steps],
-        },
-        sort_keys=True,
-        default=str,
-    )
-
-
-def answered(facts: RehearsalFacts, by: str) -> RehearsalFacts:
-    """Another recipe's rehearsal, given as this recipe's answer: the same facts, saying whose they are."""
-    copy = facts.model_copy(deep=True)
-    copy.answered_by = by
-    copy.notes.insert(
-        0,
-        f"not rehearsed again: the change reaches this recipe as it reaches {by} (the same changed files, compile "
-        f"path, architecture, depth, wrap, data regime and backend), so {by}'s rehearsal answers for both",
-    )
-    return copy
 
 
 def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:
