@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 
+import git
 import pytest
 from gen_helpers import ENGINE_REL, REASON, RECIPE_REL, assert_one_gated_block, make_repo, run_generate, snapshot
 
@@ -210,3 +211,20 @@ def test_explicit_target_is_used(repo):
     )
     assert code == 0, err
     assert "model.lm_head.compile(" in (repo / ENGINE_REL).read_text()
+
+
+def test_a_switch_keeps_the_spacing_of_the_compile_it_replaces(tmp_path):
+    repo = make_repo(tmp_path, "none_assign")
+    code, _, err = run_generate(str(repo / RECIPE_REL), "--write")
+    assert code == 0, err
+    engine = repo / ENGINE_REL
+    gate = "        if self.config.model.compile.enabled:\n"
+    text = engine.read_text()
+    assert "\n\n" + gate in text
+    engine.write_text(text.replace("\n\n" + gate, "\n" + gate))  # the team keeps it tight after its last step
+    git.Repo(repo).git.add(A=True)
+    git.Repo(repo).git.commit("-qm", "tight")
+    code, _, err = run_generate(str(repo / RECIPE_REL), "--path", "regional", "--switch", "--reason", REASON, "--write")
+    assert code == 0, err
+    new = engine.read_text()
+    assert gate in new and "\n\n" + gate not in new  # no blank line appears where the team had none

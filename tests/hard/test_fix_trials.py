@@ -31,6 +31,7 @@ def test_a_fix_that_removes_the_limit_hits_with_parity_held_is_proven() -> None:
     trials.judge(fix, _facts(2, 57, 0.08, hot=1), _facts(0, 2, 0.88))
     assert fix.tried == "proven" and fix.figures["limit_hits"] == [1, 0] and fix.figures["recompiles"] == [57, 2]
     assert fix.reason and "compiled share 8% -> 88%" in fix.reason and "parity within the bound" in fix.reason
+    assert fix.figures["applied"] == []
 
 
 def test_a_fix_that_only_shrinks_the_hits_is_disproven_with_its_figures() -> None:
@@ -84,11 +85,12 @@ def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp
     found = fixes(facts, _Plan())  # type: ignore[arg-type]
     regional = next(f for f in found if f.override.get("compile_targets"))
     assert regional.override == {"compile_targets": ["model.layers.*.mlp", "model.layers.*.self_attn"]}
-    assert "--path regional --switch --target 'model.model.layers.*.mlp' --target 'model.model.layers.*.self_attn'" in (
-        regional.fix
+    assert regional.command and (
+        "--path regional --switch --target 'model.model.layers.*.mlp' --target 'model.model.layers.*.self_attn'"
+        in regional.command
     )
-    assert "--reason" in regional.fix and regional.fix.endswith("--write`")
-    assert Path(_Plan.spec["recipe_root"]).name in regional.fix
+    assert "--reason" in regional.command and regional.command.endswith("--write")
+    assert Path(_Plan.spec["recipe_root"]).name in regional.command
     # blocks the recipe does not target (a tower outside a per-block compile) get no such fix
     facts.coverage[0].role = "outside the targets"
     assert not any(f.override.get("compile_targets") for f in fixes(facts, _Plan()))  # type: ignore[arg-type]

@@ -43,7 +43,8 @@ class ChangedLines(BaseModel):
 class Fix(BaseModel):
     """A fix the rehearsal read off a root cause: what to change, and whether a rerun with it proved it."""
 
-    fix: str = Field(description="what to change, with the line or the generate command")
+    fix: str = Field(description="what to change, with the line to change")
+    command: str | None = Field(default=None, description="the command that makes the change (generate), if any")
     cause: str = Field(default="", description="the root cause it answers, with its site")
     tried: Literal["proven", "disproven", "not tried"] = Field(
         description="proven: a rerun with it (same batches) removed what it aims at with parity held and keys "

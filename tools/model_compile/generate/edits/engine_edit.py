@@ -211,7 +211,18 @@ def _edit_class(
         raise InputError(f"{filename}: the distributed wrap of {name}.prepare_model() sits in a compile statement")
     via = f" (inside {helper_name(where.wrap.via[0])})" if where.wrap is not None and where.wrap.via else ""
     block_stmts = parse_statements(block, f"compile/{path_kind}.py.j2")
-    block_stmts[0] = block_stmts[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    # the block takes the place of the compile it replaces with that statement's own spacing (a blank line only
+    # where the replaced statement had one); a new block gets one blank line before it
+    kept = set(origin)
+    replaced = next((original[i] for i in range(len(original)) if i not in kept), None)
+    lead = (
+        [line for line in replaced.leading_lines if line.comment is None][:1]  # its spacing, not its comments
+        if isinstance(replaced, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        else None
+    )
+    block_stmts[0] = block_stmts[0].with_changes(
+        leading_lines=lead if lead is not None else [cst.EmptyLine(indent=False)]
+    )
     if path_kind == "post-wrap":
         if wi is None:
             raise InputError(f"{filename}: post-wrap needs a distributed wrap in prepare_model(); none found")

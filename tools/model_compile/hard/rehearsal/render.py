@@ -192,7 +192,10 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     out = [base_line(facts)] if facts.versus_base else []
     out += [f"FAILED: {readable_guard(p, 400)} {where}" for p in facts.problems]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
-    out += [fix_line(f) for f in facts.fixes]
+    for fix in facts.fixes:
+        out.append(fix_line(fix))
+        if fix.command and fix.tried != "disproven":
+            out.append(f"fix command: `{fix.command}`")
     model = facts.model_class or "the recipe's model"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     # the facts a reader needs first lead each line (the text view cuts a long line at its end)
@@ -325,6 +328,8 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines.append(f"also: {readable_guard(problem)}")
     for fix in facts.fixes:
         lines.append(fix_line(fix))
+        if fix.command:
+            lines.append(f"  command: {fix.command}")
     for note in facts.notes:
         lines.append(f"note: {note}")
     for line in facts.versus_base:

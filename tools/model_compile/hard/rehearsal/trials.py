@@ -81,9 +81,9 @@ def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
         f"limit hits {hits[0]} -> {hits[1]}, recompiles {recompiles[0]} -> {recompiles[1]}, compiled share "
         f"{_pct(share[0])} -> {_pct(share[1])}, parity {fig['parity']}, keys {fig['keys']}"
     )
-    applied = "; ".join(after.fix_applied) if after.fix_applied else ""
+    fig["applied"] = list(after.fix_applied)  # what the override changed in the rerun, as the child saw it
     if improved and held and not worse:
-        fix.tried, fix.reason = "proven", words + (f" ({applied})" if applied else "")
+        fix.tried, fix.reason = "proven", words
     else:
         why = (
             "nothing compiled with it"
@@ -94,7 +94,7 @@ def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
             if not held
             else "it made something worse"
         )
-        fix.tried, fix.reason = "disproven", f"{why}: {words}" + (f" ({applied})" if applied else "")
+        fix.tried, fix.reason = "disproven", f"{why}: {words}"
 
 
 def try_fixes(

@@ -129,7 +129,13 @@ def _cause(group: dict[str, Any], ctx: Context) -> tuple[str, str, str]:
                 f"; dynamo's attempt to trace it broke: {hop.reason.splitlines()[0][:100]} ({hop.site})" if hop else ""
             )
             enabled = f" (turned on at {ctx.checkpointing})" if ctx.checkpointing else ""
-            return f"activation checkpointing runs it with compile off{why}{enabled}", site, "checkpoint"
+            fsdp = any("distributed/fsdp" in g.site for g in ctx.scan.sites)
+            eager = "; FSDP2's hooks break the compiled frame at each block, so the blocks are called from eager code"
+            return (
+                f"activation checkpointing runs it with compile off{why}{eager if fsdp else ''}{enabled}",
+                site,
+                "checkpoint",
+            )
         label = outer[len("skipped:") :]
         frame = _LABEL.match(label)
         name, where = (frame["name"], frame["where"]) if frame else (label, label)

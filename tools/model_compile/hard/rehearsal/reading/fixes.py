@@ -151,15 +151,16 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
                 cmd += ["--target", f"{plan.model_var}.{t}"]
             cmd += [
                 "--reason",
-                f"{group} runs eager under the whole-model compile: activation checkpointing runs "
-                "each block with compile off; its attention and MLP compile inside the checkpoint",
+                "checkpointed blocks run eager under a whole-model compile; their attention and MLP "
+                "compile inside the checkpoint",
                 "--write",
             ]
             flags = shlex.join(cmd)
             out.append(
                 Fix(
                     fix=f"compile each block's {', '.join(p.rsplit('.', 1)[-1] for p in parts)} inside its "
-                    f"checkpoint instead of the whole model: `{flags}`",
+                    "checkpoint instead of the whole model",
+                    command=flags,
                     cause=f"{group} runs eager under the whole-model compile"
                     + (" (activation checkpointing runs it with compile off)" if checkpointed else ""),
                     tried="not tried",
