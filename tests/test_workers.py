@@ -19,6 +19,16 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="workers fork on
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as if it had one thread: an earlier test in the same worker may have left a daemon thread
+    running (any in-process compile starts tqdm's monitor, through torch.fx's Interpreter), which rightly stops
+    forking; the tests of how many processes to use ask that question alone."""
+    import threading
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+
+
 @pytest.mark.parametrize("n,jobs", [(0, 1), (5, 1), (5, 2), (7, 3), (10, 4), (3, 3)])
 def test_split_is_contiguous_and_even(n: int, jobs: int) -> None:
     chunks = workers.split(list(range(n)), jobs)
@@ -114,7 +124,7 @@ def test_chunks_per_process_and_their_limit() -> None:
     assert workers.chunk_count(100_000, 64) == workers.MAX_CHUNKS
 
 
-def test_job_count_follows_the_setting_and_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_job_count_follows_the_setting_and_the_work(monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
     monkeypatch.setenv(workers.ENV, "1")
     assert workers.job_count(1000, 10) == 1
@@ -127,7 +137,9 @@ def test_job_count_follows_the_setting_and_the_work(monkeypatch: pytest.MonkeyPa
     assert workers.job_count(1000, 10) == 4, "default: every processor this process may use"
 
 
-def test_forked_analysis_reports_exactly_what_one_process_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forked_analysis_reports_exactly_what_one_process_reports(
+    monkeypatch: pytest.MonkeyPatch, one_thread: None
+) -> None:
     import model_compile.analyze as analyze
 
     repo = ROOT / "tests" / "fixtures" / "soft_repo"
@@ -144,7 +156,9 @@ def test_forked_analysis_reports_exactly_what_one_process_reports(monkeypatch: p
     assert forked == serial
 
 
-def test_forked_review_of_a_working_tree_matches_one_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_forked_review_of_a_working_tree_matches_one_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_thread: None
+) -> None:
     """A working tree is listed through git and read from disk: forked children read it like one process."""
     import shutil
     import subprocess
@@ -181,3 +195,19 @@ def test_a_daemonic_multiprocessing_worker_never_forks() -> None:
 
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(_jobs_in_this_process, [0]) == [1]
+
+
+def test_a_second_thread_running_never_forks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking copies one thread: a lock another thread holds would stay held in the child."""
+    import threading
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    monkeypatch.setenv(workers.ENV, "3")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        assert workers.job_count(1000, 10) == 1
+    finally:
+        stop.set()
+        other.join()
