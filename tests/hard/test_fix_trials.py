@@ -94,3 +94,26 @@ def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp
     # blocks the recipe does not target (a tower outside a per-block compile) get no such fix
     facts.coverage[0].role = "outside the targets"
     assert not any(f.override.get("compile_targets") for f in fixes(facts, _Plan()))  # type: ignore[arg-type]
+
+
+def test_a_branch_site_broken_for_two_worded_reasons_gets_one_fix(tmp_path) -> None:
+    from model_compile.hard.facts import GraphBreakSite
+    from model_compile.hard.rehearsal.reading.fixes import fixes
+
+    class _Plan:
+        spec = {"recipe_root": str(tmp_path / "recipes" / "r"), "repo_root": str(tmp_path)}
+        stage = "train"
+        forward_step = None
+        compile_call = "recipes/r/engine.py:9: model.compile()"
+        compile_kwargs: dict[str, str] = {}
+        model_var = "model"
+
+    facts = RehearsalFacts(
+        label="cpu-only (tiny model)",
+        graph_break_sites=[
+            GraphBreakSite(site="kit/loss.py:18", reason="Data-dependent branching"),
+            GraphBreakSite(site="kit/loss.py:18", reason="Data-dependent branching; graph break in loop"),
+        ],
+    )
+    found = [f for f in fixes(facts, _Plan()) if "kit/loss.py:18" in f.fix]  # type: ignore[arg-type]
+    assert len(found) == 1 and found[0].tried == "not tried" and found[0].shared_code

@@ -448,7 +448,7 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
     command.with_base(head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, options, None)
     assert seen and head.base is cached and head.base_rev == "HEAD"
     assert any("the base's rehearsal is the cached one of tree" in n for n in head.notes)
-    assert head.versus_base[0] == "verdict: head passed, base (HEAD) passed"
+    assert head.versus_base[0] == "verdict of each on its own (before the comparison): head passed, base (HEAD) passed"
 
 
 @pytest.mark.parametrize(

@@ -208,7 +208,7 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
         ]
     if base.status in ("not-run", "tool-error", "timeout"):
         return [f"the base ({rev}) was not rehearsed ({base.status}: {base.reason}); nothing of the head can be marked"]
-    out = [f"verdict: head {head.status}, base ({rev}) {base.status}"]
+    out = [f"verdict of each on its own (before the comparison): head {head.status}, base ({rev}) {base.status}"]
     for name in sorted(set(head.keys) | set(base.keys)):
         h, b = head.keys.get(name, "-"), base.keys.get(name, "-")
         changed_h, changed_b = "unchanged" not in h, "unchanged" not in b

@@ -306,9 +306,11 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines += [f"  size fixed by: {shorten(s, 300)}" for s in facts.specialized[:4]]
     for rank in facts.ranks:
         lines.append(f"  {rank}")
-    if facts.changed_lines or facts.changed_note:
+    if facts.changed_lines:
         lines.append(f"the change's lines ({facts.changed_note}):")
         lines += [f"  {row}" for row in changed_rows(facts)]
+    elif facts.changed_note:
+        lines.append(f"the change's lines: {facts.changed_note}")
     if facts.sync:
         lines.append(f"gradient sync: {facts.sync}")
     timing = timing_line(facts)

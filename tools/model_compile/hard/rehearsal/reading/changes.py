@@ -82,8 +82,13 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
                     ],
                 )
             )
-    how = compiled.get("how") or eager.get("how") or "?"
-    facts.changed_note = f"counted with {how}" + (
+    if facts.changed_lines:
+        note = f"counted with {compiled.get('how') or eager.get('how') or '?'}"
+    elif imported & set(changed):
+        note = "none to count: the changed lines of the files the run imports are comments, docstrings or blank lines"
+    else:
+        note = "none to count"
+    facts.changed_note = note + (
         f"; {len(skipped)} changed Python file(s) the run does not import ({', '.join(skipped[:3])})" if skipped else ""
     )
     dark = [h for h in facts.changed_lines if h.not_reached]

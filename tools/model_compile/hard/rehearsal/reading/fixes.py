@@ -168,10 +168,12 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
                     aims=["coverage", "limit_hits", "recompiles"],
                 )
             )
-    branches = [
-        g for g in facts.graph_break_sites if _DATA_BRANCH.search(g.reason) and not g.site.startswith("library ")
-    ]
-    for brk in branches[:2]:
+    branches = {  # one fix a site: a site's breaks may come with reasons worded apart
+        g.site: g
+        for g in facts.graph_break_sites
+        if _DATA_BRANCH.search(g.reason) and not g.site.startswith("library ")
+    }
+    for brk in list(branches.values())[:2]:
         out.append(
             Fix(
                 fix=f"at {_where(brk.site, plan)}: a Python `if` on a tensor's value breaks the graph (and in a "
