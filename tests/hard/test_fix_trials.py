@@ -63,11 +63,7 @@ def test_a_rerun_that_did_not_run_leaves_the_fix_not_tried() -> None:
     assert fix.tried == "not tried" and "its rerun did not run (tool-error" in (fix.reason or "")
 
 
-def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp_path) -> None:
-    from pathlib import Path
-
-    from model_compile.hard.rehearsal.reading.fixes import fixes
-
+def _plan(tmp_path):  # noqa: ANN001, ANN202 - a stand-in for the rehearsal's Plan: the fields fixes() reads
     class _Plan:
         spec = {"recipe_root": str(tmp_path / "recipes" / "r"), "repo_root": str(tmp_path)}
         stage = "train"
@@ -76,6 +72,15 @@ def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp
         compile_kwargs: dict[str, str] = {}
         model_var = "model"
 
+    return _Plan
+
+
+def test_checkpointed_blocks_get_the_per_block_fix_with_the_generate_command(tmp_path) -> None:
+    from pathlib import Path
+
+    from model_compile.hard.rehearsal.reading.fixes import fixes
+
+    _Plan = _plan(tmp_path)
     cause = EagerCause(cause="activation checkpointing ...", site="library t/m.py:9", kind="checkpoint", share=1.0)
     facts = RehearsalFacts(
         label="cpu-only (tiny model)",
@@ -100,14 +105,7 @@ def test_a_branch_site_broken_for_two_worded_reasons_gets_one_fix(tmp_path) -> N
     from model_compile.hard.facts import GraphBreakSite
     from model_compile.hard.rehearsal.reading.fixes import fixes
 
-    class _Plan:
-        spec = {"recipe_root": str(tmp_path / "recipes" / "r"), "repo_root": str(tmp_path)}
-        stage = "train"
-        forward_step = None
-        compile_call = "recipes/r/engine.py:9: model.compile()"
-        compile_kwargs: dict[str, str] = {}
-        model_var = "model"
-
+    _Plan = _plan(tmp_path)
     facts = RehearsalFacts(
         label="cpu-only (tiny model)",
         graph_break_sites=[
