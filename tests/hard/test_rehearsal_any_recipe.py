@@ -36,6 +36,23 @@ def test_shrinking_a_config_twice_changes_nothing_the_second_time() -> None:
     assert once["num_hidden_layers"] == 36 and once["num_attention_heads"] % once["num_key_value_heads"] == 0
 
 
+def test_a_second_try_keeps_each_head_at_its_real_size_with_fewer_heads() -> None:
+    """For a model whose code checks its head size (a rotary split): fewer heads, each of its real size."""
+    real = {"hidden_size": 512, "intermediate_size": 2048, "num_attention_heads": 8, "num_hidden_layers": 3}
+    tiny, _ = shrink.shrink(real)
+    assert tiny["hidden_size"] // tiny["num_attention_heads"] == 16
+    kept, changed = shrink.shrink(real, keep_head=True)
+    assert kept["num_attention_heads"] == 4 and kept["hidden_size"] == 4 * 64 and kept["intermediate_size"] == 512
+    assert kept["num_hidden_layers"] == 3 and "hidden_size 512 -> 256" in changed
+    vl = {
+        "hidden_size": 64,
+        "head_dim": 16,
+        "num_attention_heads": 4,
+        "vision_config": {"embed_dim": 1280, "num_heads": 16},
+    }
+    assert shrink.shrink(vl, keep_head=True)[0]["vision_config"] == {"embed_dim": 320, "num_heads": 4}
+
+
 def test_a_config_the_recipe_built_keeps_its_vocabulary_and_token_ids() -> None:
     """Its own tokenizer or data make the ids: only the rehearsal's own tokenizer shrinks the vocabulary."""
     real = {"hidden_size": 768, "num_attention_heads": 12, "vocab_size": 1000, "eos_token_id": 999}
@@ -418,3 +435,22 @@ def test_the_model_line_says_whether_the_recipe_built_the_planned_architecture(l
     assert facts.depth == {"model.layers": "10 Qwen3DecoderLayer"}  # measured, either way
     assert (facts.model_source or "").startswith("built by the recipe itself") is own
     assert facts.depth_known is (True if own else False)
+
+
+def test_what_a_recipe_raises_for_a_missing_package_or_a_configured_path_is_the_machines(tmp_path: Path) -> None:
+    from model_compile.runtime.rehearsal.record import not_on_machine, short_error
+
+    (tmp_path / "recipes").mkdir()
+    stage = tmp_path / "stage.yaml"
+    stage.write_text("model:\n  init_from: ./outputs/stage1/hf_model\n  name: qwen\n")
+    spec = {"config_file": str(stage), "repo_root": str(tmp_path)}
+    missing = FileNotFoundError(2, "No such file or directory", "./outputs/stage1/hf_model/model.safetensors")
+    said = not_on_machine(missing, spec)
+    assert said and "(model.init_from: ./outputs/stage1/hf_model)" in said
+    assert "--config-override model.init_from=..." in said
+    assert not_on_machine(FileNotFoundError(2, "No such file", "/elsewhere/x.bin"), spec) is None  # not configured
+    assert not_on_machine(ModuleNotFoundError("No module named 'timm'", name="timm"), spec)
+    assert not_on_machine(ModuleNotFoundError("No module named 'recipes.x'", name="recipes.x"), spec) is None
+    needs = ImportError("\nAutoImageProcessor requires the PIL library: `pip install pillow`.")
+    assert not_on_machine(needs, spec) and short_error(needs).startswith("ImportError: AutoImageProcessor requires")
+    assert not_on_machine(ValueError("bad shape"), spec) is None

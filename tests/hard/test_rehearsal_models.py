@@ -84,6 +84,22 @@ def test_a_second_model_with_a_supplied_config_is_built_shrunk_beside_the_first(
     assert any(load["name"] == ENCODER and load["source"].startswith("--model-config") for load in facts.loads)
 
 
+def test_a_remote_code_encoder_whose_code_checks_its_head_size_is_built_with_its_processor(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A supplied config's folder gives the stand-in its code and its processor's settings; a model whose code
+    refuses the tiny head size is built again with each head at its real size, said so."""
+    name = "/cluster/team/encoders/rope-enc"
+    config = FIXTURES / "remote_encoder" / "config.json"
+    facts = _rehearse(tmp_path_factory, "remote_tower", steps=2, backend="eager", model_configs={name: config})
+    assert facts.status == "passed", facts.reason
+    encoder = next(m for m in facts.models if m["class"] == "RopeEncoderModel")
+    assert list(encoder["stacks"].values()) == ["3 RopeEncoderLayer"]
+    assert "hidden_size 512 -> 256" in encoder["shrunk"] and "num_attention_heads 8 -> 4" in encoder["shrunk"]
+    assert any("each attention head kept at its real size" in s and "AssertionError" in s for s in encoder["shrunk"])
+    assert any(load["name"] == name and load["kind"] == "processor" for load in facts.loads)
+
+
 def test_an_override_for_a_key_the_config_lacks_is_refused_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,6 +34,7 @@ from model_compile.runtime.rehearsal.record import (
     Stop,
     guarded,
     not_here,
+    not_on_machine,
     process_age_s,
     set_repo_root,
     short_error,
@@ -262,6 +263,15 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
             ) from exc
         where = "training" if driver.model is not None else "set-up (before_train)"
         step = f" at micro-step {len(driver.micro)}" if driver.model is not None else ""
+        absent = not_on_machine(exc, spec)
+        if absent:
+            raise Stop(
+                phase,
+                "not-run",
+                f"environment: the recipe's {where} raised{step}: {absent}",
+                traceback.format_exc(),
+                fault="environment",
+            ) from exc
         raise Stop(
             phase,
             status,

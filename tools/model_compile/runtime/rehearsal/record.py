@@ -64,8 +64,9 @@ def process_age_s() -> float | None:
 
 
 def short_error(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return " ".join(text.splitlines()[0].split())[:400]
+    """`Type: the first line of its message that says something` (a message may start with a blank line)."""
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return " ".join(f"{type(exc).__name__}: {first}".split())[:400]
 
 
 _REPO_ROOT: list[str] = []
@@ -137,3 +138,55 @@ def guarded(phase: str, status: str, what: str) -> Any:
 
 def set_repo_root(path: str) -> None:
     _REPO_ROOT[:] = [path]
+
+
+def not_on_machine(exc: BaseException, spec: dict[str, Any]) -> str | None:
+    """What a recipe's error says is missing from this machine, not wrong in the recipe: a package it imports
+    (an ImportError), or a file the stage config names (a FileNotFoundError of a path under a config value,
+    with the key to set). None for anything else."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if _package_missing(exc, spec):
+            return f"{short_error(exc)} (a package missing from this environment, not a fault of the recipe)"
+        if isinstance(exc, FileNotFoundError) and exc.filename:
+            key = _config_key_of(str(exc.filename), spec)
+            if key:
+                return (
+                    f"{short_error(exc)}: a path of the stage config ({key[0]}: {key[1]}) that is not on this "
+                    f"machine; make it exist, set it with --config-override {key[0]}=..., or rehearse another stage"
+                )
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+def _config_key_of(missing: str, spec: dict[str, Any]) -> tuple[str, str] | None:
+    """(key, value) of the stage config whose path value the missing file is, or lies under."""
+    try:
+        import yaml
+
+        data = yaml.safe_load(Path(spec["config_file"]).read_text(encoding="utf-8"))
+    except (OSError, KeyError, ValueError, ImportError):
+        return None
+    root = str(spec.get("repo_root") or os.getcwd())
+    wanted = os.path.normpath(os.path.join(root, missing))
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        prefix, node = stack.pop()
+        if isinstance(node, dict):
+            stack += [(f"{prefix}{k}.", v) for k, v in node.items()]
+        elif isinstance(node, str) and ("/" in node or os.sep in node):
+            value = os.path.normpath(os.path.join(root, node))
+            if wanted == value or wanted.startswith(value.rstrip(os.sep) + os.sep):
+                return prefix.rstrip("."), node
+    return None
+
+
+def _package_missing(exc: BaseException, spec: dict[str, Any]) -> bool:
+    """A package this environment lacks: a module not found that is not the repository's own, or a library's
+    own "requires X: pip install X" error."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        top = exc.name.split(".")[0]
+        root = Path(str(spec.get("repo_root") or os.getcwd()))
+        return not ((root / top).is_dir() or (root / f"{top}.py").is_file())
+    return isinstance(exc, ImportError) and "pip install" in str(exc)

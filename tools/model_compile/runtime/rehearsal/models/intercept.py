@@ -113,22 +113,40 @@ def _apply(config: Any, before: dict[str, Any], after: dict[str, Any]) -> None:
             continue
 
 
-def shrink_config(config: Any, vocab_too: bool) -> list[str]:
-    """Shrink a transformers config object in place, once; what changed."""
-    if config is None or not hasattr(config, "to_dict") or _was_shrunk(config):
-        return []
+def _view(config: Any) -> dict[str, Any] | None:
     try:
         view = config.to_dict()
     except Exception:  # noqa: BLE001 - a config that cannot say its fields is left as it is
-        return []
+        return None
     for alias, target in (getattr(config, "attribute_map", None) or {}).items():
         if target in view and alias not in view:
             view[alias] = view[target]
-    new, changed = shrink.shrink(view, vocab_too=vocab_too)
+    return view
+
+
+def shrink_config(config: Any, vocab_too: bool, keep_head: bool = False) -> list[str]:
+    """Shrink a transformers config object in place, once (with `keep_head`: again, each head at its real
+    size); what changed."""
+    if config is None or not hasattr(config, "to_dict") or (_was_shrunk(config) and not keep_head):
+        return []
+    view = _view(config)
+    if view is None:
+        return []
+    new, changed = shrink.shrink(view, vocab_too=vocab_too, keep_head=keep_head)
     new.pop("_name_or_path", None)
     _apply(config, view, new)
     _mark(config)
     return changed
+
+
+def said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc).strip() else ''}"
+
+
+class TinyModelRefused(NotHere):
+    """A model whose own code refuses every tiny width the rehearsal tries: not run, the tool's limit."""
+
+    fault = "tool"
 
 
 # -- a recipe's own config objects -------------------------------------------
@@ -216,8 +234,26 @@ def _model_init(original: Any) -> Any:
     def __init__(self: Any, config: Any, *args: Any, **kwargs: Any) -> None:
         if STATE["suspended"]:
             return original(self, config, *args, **kwargs)
+        if _is_tool_path(str(getattr(config, "_name_or_path", "") or "")):
+            _mark(config)  # read from the rehearsal's own checkpoint or a stand-in: its widths are the ones chosen
+        real = _view(config) if config is not None and hasattr(config, "to_dict") else None
         changed = shrink_config(config, vocab_too=False)
-        original(self, config, *args, **kwargs)
+        try:
+            original(self, config, *args, **kwargs)
+        except Exception as first:
+            if not changed or real is None:
+                raise
+            # the model's own check refused the tiny widths: once more, each head at its real size
+            _apply(config, _view(config) or {}, shrink.shrink(real, vocab_too=False, keep_head=True)[0])
+            changed = shrink.shrink(real, vocab_too=False, keep_head=True)[1]
+            try:
+                original(self, config, *args, **kwargs)
+            except Exception as second:
+                raise TinyModelRefused(
+                    f"{type(self).__name__}: built with the rehearsal's tiny widths it raised {said(first)}; with "
+                    f"each head at its real size, {said(second)} (the real widths were not tried: they may not fit)"
+                ) from second
+            changed.append(f"(each attention head kept at its real size: the tiny widths raised {said(first)})")
         _record_built(self, config, changed)
 
     __init__._model_compile_hook = True  # type: ignore[attr-defined]
@@ -253,6 +289,14 @@ def _from_pretrained(func: Any) -> Any:
         STATE["depth_load"] += 1
         try:
             return func(cls, *args, **kwargs)
+        except OSError as exc:
+            if _kind(cls) != "processor":
+                raise
+            raise ModelConfigMissing(  # a processor whose settings are not beside the config the rehearsal read
+                f"{cls.__name__}.from_pretrained({name!r}): the rehearsal's stand-in of it has no processor settings "
+                "(preprocessor_config.json or processor_config.json beside the config it read); put the real ones "
+                f"beside the config.json you supply with --model-config {name}=PATH"
+            ) from exc
         finally:
             STATE["depth_load"] -= 1
 

@@ -86,9 +86,29 @@ def _sections(total: int, old: list[int]) -> list[int]:
     return out
 
 
-def _shrink_text(node: dict[str, Any], where: str, shrunk: list[str], vocab_too: bool) -> None:
+def _head_kept(node: dict[str, Any], table: dict[str, int], heads_key: str, widths: tuple[str, ...]) -> dict[str, int]:
+    """`table` with the widths set so each head keeps its real size (fewer heads only): for a model whose code
+    checks its head size (a rotary split that needs it divisible by 32, say)."""
+    heads, hidden = node.get(heads_key), next((node[k] for k in widths if _int(node.get(k))), None)
+    size = node.get("head_dim") if _int(node.get("head_dim")) else None
+    if size is None and _int(heads) and heads > 0 and _int(hidden):
+        size = hidden // heads
+    if not size or not _int(heads):
+        return table
+    tiny_heads = min(heads, table.get(heads_key, 4))
+    width = tiny_heads * size
+    out = {**table, heads_key: tiny_heads, **{k: width for k in widths if k in table}}
+    if "intermediate_size" in table:
+        out["intermediate_size"] = 2 * width
+    if "head_dim" in table:
+        out["head_dim"] = size
+    return out
+
+
+def _shrink_text(node: dict[str, Any], where: str, shrunk: list[str], vocab_too: bool, keep_head: bool = False) -> None:
     heads_before = node.get("num_attention_heads")
-    for table in (TEXT_WIDTH, MOE_WIDTH, LINEAR_WIDTH):
+    text = _head_kept(node, TEXT_WIDTH, "num_attention_heads", ("hidden_size",)) if keep_head else TEXT_WIDTH
+    for table in (text, MOE_WIDTH, LINEAR_WIDTH):
         for key, tiny in table.items():
             value = node.get(key)
             if _int(value) and value > tiny:
@@ -117,10 +137,13 @@ def _shrink_text(node: dict[str, Any], where: str, shrunk: list[str], vocab_too:
                 shrunk.append(f"{where}{rope_key}.mrope_section {old} -> {new} (sums to head_dim/2)")
 
 
-def _shrink_vision(node: dict[str, Any], text_hidden: int, shrunk: list[str]) -> None:
+def _shrink_vision(node: dict[str, Any], text_hidden: int, shrunk: list[str], keep_head: bool = False) -> None:
     where = "vision_config."
     has_embed = "embed_dim" in node
-    for key, tiny in VISION_WIDTH.items():
+    heads_key = "num_heads" if _int(node.get("num_heads")) else "num_attention_heads"
+    widths = ("embed_dim",) if has_embed else ("hidden_size",)
+    table = _head_kept(node, VISION_WIDTH, heads_key, widths) if keep_head else VISION_WIDTH
+    for key, tiny in table.items():
         value = node.get(key)
         if key == "hidden_size" and has_embed:
             tiny = text_hidden  # Qwen2-VL: embed_dim is the width, hidden_size the merger's output
@@ -144,19 +167,21 @@ def _token_ids(config: dict[str, Any]) -> None:
             config.setdefault(key, vocab.token_id(vocab.CONFIG_TOKENS[key]))
 
 
-def shrink(real: dict[str, Any], vocab_too: bool = True) -> tuple[dict[str, Any], list[str]]:
+def shrink(real: dict[str, Any], vocab_too: bool = True, keep_head: bool = False) -> tuple[dict[str, Any], list[str]]:
     """A copy of `real` (a config.json's dict) with widths shrunk; with `vocab_too` the vocabulary and token ids
-    are the rehearsal's tokenizer's. Returns the copy and what changed."""
+    are the rehearsal's tokenizer's; with `keep_head` each attention head keeps its real size (fewer heads, the
+    widths they make): the second try for a model whose code refuses the tiny head size. Returns the copy and
+    what changed."""
     config = copy.deepcopy(real)
     shrunk: list[str] = []
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
     if text is not None:
-        _shrink_text(text, "text_config.", shrunk, vocab_too)
+        _shrink_text(text, "text_config.", shrunk, vocab_too, keep_head)
     if any(k in config for k in TEXT_WIDTH) or text is None:
-        _shrink_text(config, "", shrunk, vocab_too)
+        _shrink_text(config, "", shrunk, vocab_too, keep_head)
     text_hidden = int((text or config).get("hidden_size", 64))
     if isinstance(config.get("vision_config"), dict):
-        _shrink_vision(config["vision_config"], text_hidden, shrunk)
+        _shrink_vision(config["vision_config"], text_hidden, shrunk, keep_head)
     if vocab_too:
         _token_ids(config)
     for key in ("quantization_config", "_name_or_path"):

@@ -19,10 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.runtime.rehearsal.models import names, shrink
-from model_compile.runtime.rehearsal.models.intercept import STATE, ModelConfigMissing, suspended
+from model_compile.runtime.rehearsal.models.intercept import (
+    STATE,
+    ModelConfigMissing,
+    TinyModelRefused,
+    said,
+    suspended,
+)
 from model_compile.runtime.rehearsal.models.names import hub_cache_dir
 
 SEED = 0
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
 
 
 def _local(name: str, repo: str | None) -> Path:
@@ -42,7 +49,8 @@ def real_config(name: str, spec: dict[str, Any], passed: Any = None) -> dict[str
     repo = spec.get("repo_root")
     supplied = names.lookup(spec.get("model_configs") or {}, name, repo)
     if isinstance(supplied, dict):
-        return {"config": supplied["config"], "source": f"--model-config {supplied['file']}", "code_dir": None}
+        folder = str(Path(supplied["file"]).parent)  # its code and processor files are read from beside it
+        return {"config": supplied["config"], "source": f"--model-config {supplied['file']}", "code_dir": folder}
     if passed is not None and hasattr(passed, "to_dict"):
         return {"config": passed.to_dict(), "source": "the config the recipe passed with it", "code_dir": None}
     local = _local(name, repo)
@@ -110,7 +118,7 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
         for path in _code_files(config, found.get("code_dir"), name):
             shutil.copy2(path, tmp / path.name)
         (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-        info.update(source=found["source"], shrunk=changed, model_type=config.get("model_type"))
+        info.update(source=found["source"], shrunk=changed, model_type=config.get("model_type"), real=found["config"])
     with suspended():
         tokenizer = assets.write_tokenizer(tmp)
         vision = (found or {}).get("config", {}).get("vision_config")
@@ -126,6 +134,10 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
                 )
             except Exception as exc:  # noqa: BLE001 - said in the record; a recipe that needs it fails there
                 info["processor"] = f"not built ({type(exc).__name__}: {str(exc)[:120]})"
+    folder = Path(found["code_dir"]) if found is not None and found.get("code_dir") else None
+    for file in PROCESSOR_FILES:  # the real processor's settings, where they are beside the config
+        if folder is not None and (folder / file).is_file() and not (tmp / file).exists():
+            shutil.copy2(folder / file, tmp / file)
     (tmp / "stand-in.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     try:
         tmp.rename(base)
@@ -161,10 +173,20 @@ def weights(made: dict[str, Any], cls: Any) -> None:
                     f"{made.get('name') or folder.name}: transformers here cannot build a model of its config "
                     f"(model_type {made.get('model_type')!r}): {str(exc).splitlines()[0][:160] if str(exc) else exc}"
                 ) from exc
-            if cls.__name__.startswith("Auto") and hasattr(cls, "from_config"):
-                model = cls.from_config(config, trust_remote_code=True)
-            else:
-                model = cls._from_config(config)
+            try:
+                model = _build(cls, config)
+            except ModelConfigMissing:
+                raise
+            except Exception as first:  # noqa: BLE001 - the model's own check refused the tiny widths: once more
+                config = _keep_heads(folder, made, cls, first)
+                try:
+                    model = _build(cls, config)
+                except Exception as second:  # noqa: BLE001 - the reason says both
+                    raise TinyModelRefused(
+                        f"{made.get('name') or folder.name}: built with the rehearsal's tiny widths it raised "
+                        f"{said(first)}; with each head at its real size, {said(second)} (the real widths were not "
+                        "tried: they may not fit)"
+                    ) from second
             model.save_pretrained(str(tmp))
         finally:
             torch.set_default_dtype(before)
@@ -172,3 +194,40 @@ def weights(made: dict[str, Any], cls: Any) -> None:
     for path in tmp.glob("*.safetensors*"):
         os.replace(path, folder / path.name)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build(cls: Any, config: Any) -> Any:
+    if cls.__name__.startswith("Auto") and hasattr(cls, "from_config"):
+        return cls.from_config(config, trust_remote_code=True)
+    return cls._from_config(config)
+
+
+def _keep_heads(folder: Path, made: dict[str, Any], cls: Any, first: Exception) -> Any:
+    """The stand-in's config rewritten with each head at its real size (`shrink(keep_head=True)`), after the
+    model's code refused the tiny widths; a model that refuses those too is not run, saying both."""
+    import transformers
+
+    info = json.loads((folder / "stand-in.json").read_text(encoding="utf-8"))
+    name = made.get("name") or folder.name
+    first_said = said(first)
+    if not isinstance(info.get("real"), dict):
+        raise TinyModelRefused(f"{name}: its code refuses the rehearsal's tiny widths ({first_said})") from first
+    config, changed = shrink.shrink(info["real"], vocab_too=True, keep_head=True)
+    tmp = folder / f"config.json.{os.getpid()}"
+    tmp.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    os.replace(tmp, folder / "config.json")  # ranks racing here write the same bytes
+    info["shrunk"] = changed + [
+        f"(each attention head kept at its real size: the tiny widths failed with {first_said})"
+    ]
+    tmp = folder / f"stand-in.json.{os.getpid()}"
+    tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    os.replace(tmp, folder / "stand-in.json")
+    made["shrunk"] = info["shrunk"]
+    STATE["stand_ins"][name] = made
+    own = getattr(cls, "config_class", None)
+    if own is not None and not cls.__name__.startswith("Auto"):
+        return own.from_pretrained(str(folder))
+    try:
+        return transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+    except Exception as exc:  # noqa: BLE001 - said as the reason
+        raise TinyModelRefused(f"{name}: its code refuses the rehearsal's tiny widths ({first_said}); {exc}") from first
