@@ -23,7 +23,6 @@ What was loaded, built and shrunk is kept in `STATE` for the record (`built.py` 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import weakref
@@ -31,6 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.runtime.rehearsal.models import names, shrink
+from model_compile.runtime.rehearsal.models.configs import (
+    apply_values,
+    mark_shrunk,
+    shrink_config,
+    shrink_object,
+    view_of,
+)
 from model_compile.runtime.rehearsal.record import NotHere
 
 
@@ -49,7 +55,6 @@ STATE: dict[str, Any] = {
     "stand_ins": {},  # name -> {"dir", "source"}
     "installed": False,
 }
-_SHRUNK: dict[int, Any] = {}  # id(config) -> weakref: configs shrunk already (a weakref: ids are reused)
 
 
 def out_dir() -> str:
@@ -79,66 +84,6 @@ def _kind(cls: Any) -> str:
     return "processor"
 
 
-# -- configs -----------------------------------------------------------------
-
-
-def _was_shrunk(config: Any) -> bool:
-    ref = _SHRUNK.get(id(config))
-    return ref is not None and ref() is config
-
-
-def _mark(config: Any) -> None:
-    try:
-        _SHRUNK[id(config)] = weakref.ref(config)
-    except TypeError:
-        return
-    for key in ("text_config", "vision_config", "audio_config", "encoder", "decoder"):
-        sub = getattr(config, key, None)
-        if sub is not None and hasattr(sub, "to_dict"):
-            _mark(sub)
-
-
-def _apply(config: Any, before: dict[str, Any], after: dict[str, Any]) -> None:
-    """Set on the config object (and its sub-config objects) each value `shrink` changed."""
-    for key, value in after.items():
-        if before.get(key) == value:
-            continue
-        current = getattr(config, key, None)
-        if isinstance(value, dict) and hasattr(current, "to_dict"):
-            _apply(current, before.get(key) or {}, value)
-            continue
-        try:
-            setattr(config, key, value)
-        except (AttributeError, TypeError, ValueError):
-            continue
-
-
-def _view(config: Any) -> dict[str, Any] | None:
-    try:
-        view = config.to_dict()
-    except Exception:  # noqa: BLE001 - a config that cannot say its fields is left as it is
-        return None
-    for alias, target in (getattr(config, "attribute_map", None) or {}).items():
-        if target in view and alias not in view:
-            view[alias] = view[target]
-    return view
-
-
-def shrink_config(config: Any, vocab_too: bool, keep_head: bool = False) -> list[str]:
-    """Shrink a transformers config object in place, once (with `keep_head`: again, each head at its real
-    size); what changed."""
-    if config is None or not hasattr(config, "to_dict") or (_was_shrunk(config) and not keep_head):
-        return []
-    view = _view(config)
-    if view is None:
-        return []
-    new, changed = shrink.shrink(view, vocab_too=vocab_too, keep_head=keep_head)
-    new.pop("_name_or_path", None)
-    _apply(config, view, new)
-    _mark(config)
-    return changed
-
-
 def said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc).strip() else ''}"
 
@@ -147,62 +92,6 @@ class TinyModelRefused(NotHere):
     """A model whose own code refuses every tiny width the rehearsal tries: not run, the tool's limit."""
 
     fault = "tool"
-
-
-# -- a recipe's own config objects -------------------------------------------
-
-
-def _fields_of(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, (str, bytes, int, float, bool)) or value is None or hasattr(value, "to_dict"):
-        return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
-    model_fields = getattr(type(value), "model_fields", None)
-    if isinstance(model_fields, dict):
-        return {k: getattr(value, k, None) for k in model_fields}
-    if isinstance(value, dict):
-        return dict(value)
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(value, DictConfig):
-            data = OmegaConf.to_container(value, resolve=True)
-            return {str(k): v for k, v in data.items()} if isinstance(data, dict) else None
-    except ImportError:
-        pass
-    if type(value).__module__ == "types" and hasattr(value, "__dict__"):  # SimpleNamespace
-        return dict(vars(value))
-    return None
-
-
-def _set(value: Any, key: str, new: Any) -> bool:
-    try:
-        if isinstance(value, dict):
-            value[key] = new
-        elif dataclasses.is_dataclass(value):
-            object.__setattr__(value, key, new)
-        else:
-            setattr(value, key, new)
-        return True
-    except Exception:  # noqa: BLE001 - a frozen or read-only config keeps its value (said in the record)
-        return False
-
-
-def shrink_object(value: Any) -> list[str]:
-    """Shrink a recipe's own config object in place (widths above 256); what changed."""
-    fields = _fields_of(value)
-    if not fields:
-        return []
-    new = shrink.shrink_fields(fields)
-    done = []
-    for key, tiny in new.items():
-        if _set(value, key, tiny):
-            done.append(f"{type(value).__name__}.{key} {fields[key]} -> {tiny}")
-        else:
-            done.append(f"{type(value).__name__}.{key} {fields[key]} kept (read-only)")
-    if done:
-        STATE["objects"].append({"object": type(value).__name__, "shrunk": done})
-    return done
 
 
 # -- hooks -------------------------------------------------------------------
@@ -235,8 +124,10 @@ def _model_init(original: Any) -> Any:
         if STATE["suspended"]:
             return original(self, config, *args, **kwargs)
         if _is_tool_path(str(getattr(config, "_name_or_path", "") or "")):
-            _mark(config)  # read from the rehearsal's own checkpoint or a stand-in: its widths are the ones chosen
-        real = _view(config) if config is not None and hasattr(config, "to_dict") else None
+            mark_shrunk(
+                config
+            )  # read from the rehearsal's own checkpoint or a stand-in: its widths are the ones chosen
+        real = view_of(config) if config is not None and hasattr(config, "to_dict") else None
         changed = shrink_config(config, vocab_too=False)
         try:
             original(self, config, *args, **kwargs)
@@ -244,7 +135,7 @@ def _model_init(original: Any) -> Any:
             if not changed or real is None:
                 raise
             # the model's own check refused the tiny widths: once more, each head at its real size
-            _apply(config, _view(config) or {}, shrink.shrink(real, vocab_too=False, keep_head=True)[0])
+            apply_values(config, view_of(config) or {}, shrink.shrink(real, vocab_too=False, keep_head=True)[0])
             changed = shrink.shrink(real, vocab_too=False, keep_head=True)[1]
             try:
                 original(self, config, *args, **kwargs)
@@ -350,7 +241,10 @@ def _repo_init(original: Any) -> Any:
         changed: list[str] = []
         if not STATE["suspended"]:  # every level: a config object of a nested module too (idempotent)
             for value in [*args, *kwargs.values()]:
-                changed += shrink_object(value)
+                done = shrink_object(value)
+                if done:
+                    STATE["objects"].append({"object": type(value).__name__, "shrunk": done})
+                changed += done
         STATE["depth"] += 1
         try:
             original(self, *args, **kwargs)
