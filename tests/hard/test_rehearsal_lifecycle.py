@@ -32,7 +32,9 @@ def test_a_child_that_hangs_times_out_and_leaves_no_process(
 ) -> None:
     monkeypatch.setenv("MODEL_COMPILE_FORK_SERVER", fork_server)  # off: one process a rank
     facts, _, _ = standalone(RECIPES / "lm_hang", PY, Options(timeout_s=8), tmp_path)
-    assert facts.status == "timeout" and "no result after 8 s" in (facts.reason or "")
+    # it hangs with compile off: not compile's doing, so not a failure of it
+    assert facts.status == "not-run" and facts.fault == "environment"
+    assert "(compile off) gave no result after 8 s" in (facts.reason or "")
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "spec.json")], capture_output=True, text=True)
     assert left.stdout.strip() == ""
     zygote = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "rehearsal.zygote"], capture_output=True, text=True)

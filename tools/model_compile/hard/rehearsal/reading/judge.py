@@ -95,9 +95,16 @@ def stopped(
     if faults.machine_fault(facts, twin, recs, ranks, timed_out):
         return
     done = ", ".join(p for rec in recs[:1] for p, v in (rec.get("phases") or {}).items() if v.get("ok")) or "nothing"
-    if timed_out:
+    if timed_out and twin == "compiled":
         facts.status = "timeout"
         facts.reason = f"no result after {timeout_s:g} s ({twin}: done {done}); every process group was ended"
+        return
+    if timed_out:  # compile was off: too slow here, or a hang of the recipe's own, never compile's
+        facts.status, facts.fault = "not-run", "environment"
+        facts.reason = (
+            f"the {twin} run (compile off) gave no result after {timeout_s:g} s (done: {done}), so compile cannot "
+            "be judged; every process group was ended (a longer --timeout or fewer --steps give it room)"
+        )
         return
     found = _first_failure(recs)
     if found is None:
