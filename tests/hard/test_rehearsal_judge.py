@@ -270,7 +270,11 @@ def test_who_stopped_and_whose_fault(tmp_path: Path) -> None:
     assert facts.status == "failed" and "rank 1 of the compiled run exited -11 without a record" in (facts.reason or "")
     facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
     judge.stopped(facts, "reference", [{"status": "running", "phases": {"config": {"ok": True}}}], True, 60, "")
-    assert facts.status == "timeout" and "reference: done config" in (facts.reason or "")
+    assert facts.status == "not-run" and facts.fault == "environment"  # compile was off: never compile's doing
+    assert "the reference run (compile off) gave no result after 60 s (done: config)" in (facts.reason or "")
+    facts = judge.planned_facts(p, "cpu-only (tiny model)", tmp_path, "limits")
+    judge.stopped(facts, "compiled", [{"status": "running", "phases": {"config": {"ok": True}}}], True, 60, "")
+    assert facts.status == "timeout" and "compiled: done config" in (facts.reason or "")
 
 
 def test_readable_guards() -> None:
