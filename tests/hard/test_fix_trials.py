@@ -115,3 +115,13 @@ def test_a_branch_site_broken_for_two_worded_reasons_gets_one_fix(tmp_path) -> N
     )
     found = [f for f in fixes(facts, _Plan()) if "kit/loss.py:18" in f.fix]  # type: ignore[arg-type]
     assert len(found) == 1 and found[0].tried == "not tried" and found[0].shared_code
+
+
+def test_a_value_read_out_as_python_numbers_gets_its_own_fix(tmp_path) -> None:
+    from model_compile.hard.facts import GraphBreakSite
+    from model_compile.hard.rehearsal.reading.fixes import fixes
+
+    site = GraphBreakSite(site="recipes/r/model.py:232", reason="Data dependent operator (aten._local_scalar_dense)")
+    facts = RehearsalFacts(label="cpu-only (tiny model)", graph_break_sites=[site])
+    (fix,) = fixes(facts, _plan(tmp_path)())  # type: ignore[arg-type]
+    assert "`.tolist()`" in fix.fix and "Python `if`" not in fix.fix and fix.tried == "not tried"

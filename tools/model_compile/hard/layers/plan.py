@@ -122,7 +122,9 @@ def plan(
                 opts += [CONFIG_OVERRIDE, item]
     else:
         stage = config_name or conv.smoke_config_name or "<stage>"
-        where = ", ".join(conv.files) if conv.files else "no conftest.py pytest loads for this recipe"
+        where = (
+            ", ".join(conv.files) if conv.files else "no conftest.py pytest loads for this recipe registers an option"
+        )
         blocked = (
             f"no {CONFIG_OVERRIDE} option is registered ({where}): compile cannot be switched on from the "
             f"command line (`{compile_on}`); add a repeatable {CONFIG_OVERRIDE} option to the recipe's "

@@ -157,7 +157,8 @@ def validate_hard(
         if "=" not in item:
             raise InputError(f"--config-override {item!r} is not KEY=VALUE")
     rehearse_options = rehearse.Options(
-        config_name=config_name or (stages[0] if stages else None),  # on a change: the stage it touches
+        # on a change that touches one stage: that one; else the rehearsal's own choice (as `rehearse` makes it)
+        config_name=config_name or (stages[0] if stages and len(stages) == 1 else None),
         backend=backend,
         steps=steps,
         timeout_s=min(timeout_s, rehearse.DEFAULT_TIMEOUT_S),

@@ -62,6 +62,7 @@ def child_env(base: dict[str, str], out_dir: Path, rank: int, world: int, port: 
             "TOKENIZERS_PARALLELISM": "false",
             "WANDB_MODE": "disabled",
             "HF_HUB_OFFLINE": "1",
+            "HF_MODULES_CACHE": str(out_dir / "hf-modules"),  # a stand-in's remote code: in the rehearsal's folder
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",  # nothing is written into the repository, not even __pycache__
         }

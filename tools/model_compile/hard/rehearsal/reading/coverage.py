@@ -228,7 +228,8 @@ def build(
     facts.coverage_note = (
         f"measured on micro-step(s) {', '.join(map(str, micro))} (the last optimizer step's), rank 0, in "
         f"{'FLOPs' if index == 0 else 'operators'} of the forward; those micro-steps took {compiled_rec.get('seconds')} s "
-        "with the counting on (left out of the steady step)"
+        "with the counting on (left out of the steady step); the shares are of the tiny model's work: each "
+        "stack keeps its depth but its widths are shrunk by their own rule, so at the real widths the shares differ"
     )
     facts.coverage_failures = verdict(nodes, targets, disabled, groups, ctx)
 

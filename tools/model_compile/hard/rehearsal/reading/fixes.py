@@ -54,6 +54,7 @@ def readable_guard(text: str, width: int | None = None) -> str:
 _SOURCE = re.compile(r"^L\['(?P<key>\w+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
 _GUARD_INPUT = re.compile(r"tensor '(?:\w+\[')?(?P<key>\w+)(?:'\])?' size mismatch at index (?P<dim>\d+)")
 _DATA_BRANCH = re.compile(r"data-dependent branching|data dependent|generic_jump|jump with", re.I)
+_SCALAR = re.compile(r"_local_scalar_dense|\.item\(\)|tolist", re.I)  # a tensor read out as Python numbers
 
 
 def _shared(site: str, plan: Plan) -> bool:
@@ -174,12 +175,18 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
         if _DATA_BRANCH.search(g.reason) and not g.site.startswith("library ")
     }
     for brk in list(branches.values())[:2]:
+        what = (
+            "a `.item()` or `.tolist()` reads a tensor out as Python numbers and breaks the graph: keep it a tensor "
+            "operation, or set torch._dynamo.config.capture_scalar_outputs = True where the number only feeds "
+            "tensor code"
+            if _SCALAR.search(brk.reason)
+            else "a Python `if` on a tensor's value breaks the graph (and in a loop makes dynamo skip the whole "
+            "frame): compute both sides and select with torch.where or a mask, or express it with torch.cond"
+        )
         out.append(
             Fix(
-                fix=f"at {_where(brk.site, plan)}: a Python `if` on a tensor's value breaks the graph (and in a "
-                "loop makes dynamo skip the whole frame): compute both sides and select with torch.where or a mask, "
-                "or express it with torch.cond",
-                cause=f"data-dependent branching at {brk.site}",
+                fix=f"at {_where(brk.site, plan)}: {what}",
+                cause=f"{'a tensor read out as Python numbers' if _SCALAR.search(brk.reason) else 'data-dependent branching'} at {brk.site}",
                 tried="not tried",
                 reason="a change to the code itself: the rehearsal cannot try it for you",
                 shared_code=_shared(brk.site, plan),
