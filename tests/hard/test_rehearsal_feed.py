@@ -102,3 +102,16 @@ def test_samples_in_a_pack_come_from_the_collators_counts_before_segment_ids_tha
         "position_ids": torch.tensor([[0, 1, 0, 1], [0, 1, 2, 3]]),
     }
     assert samples(restarts) == (2, 3, 2, "position_ids restarting at 0")
+
+
+def test_visual_inputs_are_found_under_any_key_that_names_them() -> None:
+    """A recipe's own key (`pixel_values_videos`, nested media) counts as images; an empty tensor does not."""
+    import torch
+
+    from model_compile.runtime.rehearsal.inputs.feed import _has_images
+
+    ids = torch.ones(1, 8, dtype=torch.long)
+    assert _has_images({"input_ids": ids, "pixel_values_videos": torch.ones(196, 3, 16, 16)})
+    assert _has_images({"input_ids": ids, "media": {"video_frames": [torch.ones(2, 3, 8, 8)]}})
+    assert not _has_images({"input_ids": ids, "pixel_values": torch.ones(0, 3)})
+    assert not _has_images({"input_ids": ids, "labels": ids})

@@ -100,6 +100,14 @@ def test_a_remote_code_encoder_whose_code_checks_its_head_size_is_built_with_its
     assert any(load["name"] == name and load["kind"] == "processor" for load in facts.loads)
 
 
+def test_the_fp32_reference_casts_what_a_bf16_recipe_holds_in_bf16(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With autocast off, a submodule the recipe keeps in bf16 would meet fp32 activations: cast, and said."""
+    facts = _rehearse(tmp_path_factory, "lm_mixed", steps=3, backend="aot_eager")
+    assert facts.status == "passed", facts.reason
+    assert facts.twins == ["reference", "eager", "compiled"] and "float32 reference" in (facts.parity_rule or "")
+    assert "the fp32 reference cast 2 parameter(s) the recipe holds in low precision to fp32" in " ".join(facts.notes)
+
+
 def test_an_override_for_a_key_the_config_lacks_is_refused_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -237,7 +237,10 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     feed = Feed(spec)
     wide = torch.float64 if twin == "reference" and spec["precision"].get("reference_dtype") == "float64" else None
     fix = spec.get("fix") if twin == "compiled" else None
-    driver = Driver(engine, int(spec["steps"]), initial, on_model, feed, wide=wide, meter=_meter(spec, twin), fix=fix)
+    upcast = twin == "reference" and bool(spec["precision"].get("reference_overrides"))
+    driver = Driver(
+        engine, int(spec["steps"]), initial, on_model, feed, wide=wide, meter=_meter(spec, twin), fix=fix, upcast=upcast
+    )
     t0 = time.perf_counter()
     phase = "train"
     try:
@@ -282,6 +285,8 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     record.data["micro_steps"] = driver.micro
     record.data["sync_checks"] = driver.sync_checks
     record.data["feed"] = feed.facts
+    if driver.upcast_note and rank == 0:
+        record.data.setdefault("notes", []).append(driver.upcast_note)
     if driver.meter is not None:
         with guarded("coverage", "tool-error", "the coverage map could not be written"):
             record.phase("coverage", **driver.meter.record())

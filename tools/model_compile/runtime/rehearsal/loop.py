@@ -80,8 +80,12 @@ class Driver:
         wide: Any = None,
         meter: Any = None,
         fix: dict[str, Any] | None = None,
+        upcast: bool = False,
     ) -> None:
         self.engine = engine
+        # the fp32 reference of a bf16/fp16 recipe: parameters the recipe holds in low precision go to fp32 too
+        self.upcast = upcast
+        self.upcast_note: str | None = None
         self.fix = fix or {}  # one override a fix trial applies (runtime/rehearsal/override.py)
         self.fix_applied: list[str] = []
         self.make_meter = meter  # model -> a coverage Meter (measure/coverage.py), or None: coverage not measured
@@ -150,6 +154,8 @@ class Driver:
                 for applied in (override.compile_targets(model, self.fix), override.call_kwargs(model, self.fix)):
                     if applied:
                         self.fix_applied.append(applied)
+                if self.upcast:
+                    self.upcast_note = _upcast(model)
             self.model = model
             self._names = {id(p): _strip(n) for n, p in model.named_parameters()}
             self._start_from(model)
@@ -350,3 +356,23 @@ def sync_state(model: Any) -> dict[str, Any]:
         "how": "gradient sums equal on every rank",
         "sums": sums,
     }
+
+
+def _upcast(model: Any) -> str | None:
+    """The fp32 reference's model in fp32 throughout: a submodule the recipe keeps in bf16/fp16 (a frozen tower
+    loaded in its checkpoint's dtype) would meet fp32 activations once autocast is off. What was cast, or None."""
+    import torch
+
+    low = (torch.bfloat16, torch.float16)
+    names = [n for n, p in model.named_parameters() if p.dtype in low]
+    if not names:
+        return None
+    for module in model.modules():
+        for param in list(module._parameters.values()):
+            if param is not None and param.dtype in low:
+                param.data = param.data.float()
+        for key, buf in list(module._buffers.items()):
+            if buf is not None and buf.dtype in low:
+                module._buffers[key] = buf.float()
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"the fp32 reference cast {len(names)} parameter(s) the recipe holds in low precision to fp32 ({', '.join(names[:3])}{more})"

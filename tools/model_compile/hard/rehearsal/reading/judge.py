@@ -221,7 +221,8 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
         )
         facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}")
         facts.data_failure = feed.get("failure")
-    facts.notes += [n for n in compiled.get("notes") or [] if n not in facts.notes]
+    reference = (recs.get("reference") or [{}])[0]
+    facts.notes += [n for rec in (reference, compiled) for n in rec.get("notes") or [] if n not in facts.notes]
     parity_phase = (compiled.get("phases") or {}).get("parity") or {}
     _keys(facts, parity_phase.get("keys") or {})
     parity = parity_phase.get("parity") or {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from typing import Any
 
 from model_compile.runtime.rehearsal.inputs import rows
@@ -22,16 +23,24 @@ from model_compile.runtime.rehearsal.record import NotHere
 PEEK = 2  # batches looked at before the twins decide that the recipe's loader feeds the model what it needs
 
 
+_VISUAL = re.compile(r"pixel|image|video|frame", re.I)  # pixel_values, pixel_values_videos, video_grid_thw, images
+
+
 def _has_images(batch: Any) -> bool:
+    """Whether a batch carries any visual input: a non-empty tensor under a key that names pixels, images, videos
+    or frames, at any depth of dicts and lists (a recipe's own key names included)."""
     import torch
 
-    if not isinstance(batch, dict):
+    def visual(value: Any, named: bool) -> bool:
+        if isinstance(value, torch.Tensor):
+            return named and value.numel() > 0
+        if isinstance(value, dict):
+            return any(visual(v, named or bool(_VISUAL.search(str(k)))) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return any(visual(v, named) for v in value)
         return False
-    for key in ("pixel_values", "image_grid_thw", "images"):
-        value = batch.get(key)
-        if isinstance(value, torch.Tensor) and value.numel():
-            return True
-    return False
+
+    return isinstance(batch, dict) and visual(batch, False)
 
 
 def _where(exc: BaseException) -> str:
