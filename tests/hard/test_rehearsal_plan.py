@@ -279,3 +279,11 @@ def test_plan_of_a_recipe_that_builds_from_its_own_fields(tmp_path: Path) -> Non
         _plan(DEMO / "recipes" / "vlm_kit", tmp_path, stage="nope")
     with pytest.raises(NotPlanned, match="does not compile"):
         _plan(DEMO / "recipes" / "vlm_plain", tmp_path)
+
+
+def test_a_length_the_user_sets_is_not_shortened_again(tmp_path: Path) -> None:
+    asked = _plan(RECIPES / "lm_blocks", tmp_path, config_overrides=["data.max_seq_len=1024"])
+    lengths = [o for o in asked.spec["overrides"] if o.startswith("data.max_seq_len=")]
+    assert lengths == ["data.max_seq_len=1024"] and asked.spec["user_overrides"] == lengths  # never 512 after it
+    tool = _plan(RECIPES / "lm_blocks", tmp_path / "t", config_overrides=["data.batch_size=1"])
+    assert not any(o.startswith("data.max_seq_len=") for o in tool.spec["overrides"])  # 64 in the stage: short

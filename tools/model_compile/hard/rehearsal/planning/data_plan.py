@@ -115,7 +115,8 @@ def plan_data(
         reason = (
             "the stage's data is not here ("
             + "; ".join(missing[:2])
-            + "): its row source is replaced by synthetic rows"
+            + "): its row source is replaced by synthetic rows where the path it reads is not here (a source "
+            "whose path is here is read as it is)"
         )
     elif missing:
         mode = "batches"

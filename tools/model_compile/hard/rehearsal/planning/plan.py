@@ -328,8 +328,10 @@ def plan(
         out_dir=out_dir,
         batch_keys=sorted(mentioned),
     )
-    overrides += data.overrides
-    notes += data.notes
+    # a length the user set with --config-override is theirs: the rehearsal does not shorten it again
+    set_by_user = {item.split("=", 1)[0] for item in user}
+    overrides += [o for o in data.overrides if o.split("=", 1)[0] not in set_by_user]
+    notes += [n for n in data.notes if n.split(" ", 1)[0] not in set_by_user]
     # the compile section and backend
     form = recipe.config.form
     compile_keys = {name: config_key(form, name) for name in ("enabled", "backend", "mode")}

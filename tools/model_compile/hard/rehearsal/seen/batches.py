@@ -78,6 +78,7 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], logs: Pat
             f"{read_n} synthetic rows read on rank 0, {used} samples reached the model: {read_n - used} dropped by "
             "the recipe's data path or still in its buffers when the run stopped"
             + (f"; its log says: {'; '.join(why)}" if why else "")
+            + _shortened(facts)
         )
     elif why:
         facts.rows_dropped = f"the recipe's log on rank 0 says: {'; '.join(why)}"
@@ -95,3 +96,18 @@ def keys_line(facts: RehearsalFacts) -> str | None:
         f"{n} from {'the recipe' if s == 'recipe' else 'the tool (synthetic)'}" for s, n in sorted(by.items())
     )
     return f"handed to the model (rank 0, first batch): {keys}; batches: {source or '-'}"
+
+
+def _shortened(facts: RehearsalFacts) -> str:
+    """Where the rehearsal shortened a row length itself: rows longer than that (an image's tokens count) may be
+    what its data path dropped, and the override that keeps them."""
+    from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES
+
+    cut = [o for o in facts.overrides if o.split("=", 1)[0].rsplit(".", 1)[-1] in SEQ_LEAVES]
+    if not cut:
+        return ""
+    key, value = cut[0].split("=", 1)
+    return (
+        f"; the rehearsal shortened {key} to {value} itself, and a data path drops rows longer than that (images "
+        f"count their tokens): --config-override {key}=N with a larger N keeps them"
+    )
