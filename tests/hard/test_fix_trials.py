@@ -125,3 +125,14 @@ def test_a_value_read_out_as_python_numbers_gets_its_own_fix(tmp_path) -> None:
     facts = RehearsalFacts(label="cpu-only (tiny model)", graph_break_sites=[site])
     (fix,) = fixes(facts, _plan(tmp_path)())  # type: ignore[arg-type]
     assert "`.tolist()`" in fix.fix and "Python `if`" not in fix.fix and fix.tried == "not tried"
+
+
+def test_a_mark_dynamic_that_dynamo_refuses_is_disproven() -> None:
+    fix = Fix(fix="mark it", cause="c", tried="not tried", override={"mark_dynamic": [["input_ids", 1]]})
+    after = RehearsalFacts(
+        status="tool-error",
+        reason="the compiled run stopped: ConstraintViolationError: Constraints violated (L['input_ids'].size()[1])",
+        label="cpu-only (tiny model)",
+    )
+    trials.judge(fix, _facts(0, 7, 0.5), after)
+    assert fix.tried == "disproven" and "specializes the size it marks" in (fix.reason or "")

@@ -55,6 +55,14 @@ def _pct(value: Any) -> str:
 def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
     """Proven, disproven or not tried, with the rerun's figures in words."""
     fix.status = after.status
+    if "ConstraintViolation" in f"{after.reason} {after.detail}" and (fix.override or {}).get("mark_dynamic"):
+        # dynamo refused the mark: the code fixes that size to a constant, so marking it cannot help
+        fix.tried = "disproven"
+        fix.reason = (
+            "the code specializes the size it marks (torch._dynamo raised ConstraintViolationError in the rerun): "
+            "a Python loop or branch over that size has to change first"
+        )
+        return
     if after.status not in ("passed", "failed") or not after.steps:
         fix.tried = "not tried"
         fix.reason = f"its rerun did not run ({after.status}: {after.reason})"
