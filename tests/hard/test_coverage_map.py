@@ -205,3 +205,17 @@ def test_more_compiled_work_brings_new_sites_that_are_not_failures():
     assert base_mod.regressions(head, base) == []
     head.compiled_share = base.compiled_share  # the same coverage: a new break site is a regression
     assert base_mod.regressions(head, base) == ["new graph-break site recipes/r/m.py:9 (1x): x"]
+
+
+def test_the_summary_says_a_module_outside_the_targets_is_outside_first() -> None:
+    from model_compile.hard.facts import CoverageEntry, EagerCause
+    from model_compile.hard.models import RehearsalFacts
+    from model_compile.hard.rehearsal.render import coverage_line
+
+    cause = EagerCause(
+        cause="activation checkpointing runs it with compile off", site="library t/m.py:9", kind="checkpoint", share=1.0
+    )
+    tower = CoverageEntry(module="model.visual.blocks.*", compiled=0.0, work=0.3, count=4, eager_causes=[cause])
+    tower.role = "outside the targets"
+    line = coverage_line(RehearsalFacts(label="cpu-only (tiny model)", coverage=[tower], compiled_share=0.7))
+    assert "model.visual.blocks.* (4 blocks, 0% compiled: outside the compile targets; activation" in (line or "")

@@ -21,7 +21,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         epilog="Exit codes: 0 no new error finding, 1 the change introduces an error finding, 2 unusable input.",
     )
     p.add_argument("repo", metavar="REPO", nargs="?", default=".", help="path inside the git repository (default: .)")
-    p.add_argument("--base", metavar="REV", help="base revision (default: HEAD if dirty, else merge base with main)")
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="base revision (default: HEAD when the working tree has uncommitted changes, else the merge base of HEAD with the default branch: origin/HEAD, main or master; the report's notes say which)",
+    )
     p.add_argument("--head", metavar="REV", help="head revision (default: the working tree)")
     p.add_argument("--format", choices=["text", "json", "markdown"], default="text")
     p.add_argument("--all-findings", action="store_true", help="also list findings the change leaves unchanged")

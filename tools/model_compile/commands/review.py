@@ -31,7 +31,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument(
         "path", metavar="PATH", nargs="?", default=".", help="repository root or one recipe folder (default: .)"
     )
-    p.add_argument("--base", metavar="REV", help="base revision (default: HEAD if dirty, else merge base with main)")
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="base revision (default: HEAD when the working tree has uncommitted changes, else the merge base of HEAD with the default branch: origin/HEAD, main or master; the report's notes say which)",
+    )
     p.add_argument("--head", metavar="REV", help="head revision (default: the working tree)")
     p.add_argument("--hard", action="store_true", help="also run the runtime layers (structure, smoke, impact)")
     p.add_argument(

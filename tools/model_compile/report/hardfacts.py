@@ -157,7 +157,9 @@ def _first_line(text: str | None) -> str | None:
     if not text:
         return None
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[0][:300] if lines else None
+    from model_compile.hard.rehearsal.reading.fixes import shorten
+
+    return shorten(lines[0], 300) if lines else None
 
 
 def planned_layers(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from model_compile.hard.env.torch_pin import version_note
 from model_compile.hard.models import HardReport, RecompileReason, RuntimeRecord
+from model_compile.hard.rehearsal.reading.fixes import shorten
 from model_compile.hard.rehearsal.render import summary_lines
 
 
@@ -30,7 +31,7 @@ def judge(report: HardReport) -> None:
         first = failed[0]
         report.verdict = "failed"
         reason = (first.reason or "").strip().splitlines()
-        report.summary = f"layer '{first.name}' {first.status}" + (f": {reason[0][:300]}" if reason else "")
+        report.summary = f"layer '{first.name}' {first.status}" + (f": {shorten(reason[0], 300)}" if reason else "")
     elif required_missing:
         report.verdict = "failed"
         report.summary = "missing layer(s): " + ", ".join(layer.name for layer in required_missing)

@@ -103,7 +103,11 @@ def coverage_line(facts: RehearsalFacts) -> str | None:
     for e in eager[:3]:
         blocks = f"{e.count} blocks, " if e.count > 1 else ""
         cause = e.eager_causes[0]
-        parts.append(f"{e.module} ({blocks}{_pct(e.compiled)} compiled: {shorten(cause.cause, 90)} at {cause.site})")
+        # outside what the recipe compiles: that is why first; the cause inside it says how it runs eager
+        where = "outside the compile targets; " if e.role == "outside the targets" else ""
+        parts.append(
+            f"{e.module} ({blocks}{_pct(e.compiled)} compiled: {where}{shorten(cause.cause, 90)} at {cause.site})"
+        )
     bw = f", backward {_pct(facts.backward_compiled_share)}" if facts.backward_compiled_share is not None else ""
     head = f"compiled: {_pct(facts.compiled_share)} of the forward work{bw}"
     return head + ("; eager: " + "; ".join(parts) if parts else "; nothing of the model ran eager")
