@@ -449,6 +449,8 @@ def test_what_a_recipe_raises_for_a_missing_package_or_a_configured_path_is_the_
     assert said and "(model.init_from: ./outputs/stage1/hf_model)" in said
     assert "--config-override model.init_from=..." in said
     assert not_on_machine(FileNotFoundError(2, "No such file", "/elsewhere/x.bin"), spec) is None  # not configured
+    worded = FileNotFoundError("No such file or directory: ./outputs/stage1/hf_model/model.safetensors")
+    assert "(model.init_from: ./outputs/stage1/hf_model)" in (not_on_machine(worded, spec) or "")  # no filename
     assert not_on_machine(ModuleNotFoundError("No module named 'timm'", name="timm"), spec)
     assert not_on_machine(ModuleNotFoundError("No module named 'recipes.x'", name="recipes.x"), spec) is None
     needs = ImportError("\nAutoImageProcessor requires the PIL library: `pip install pillow`.")

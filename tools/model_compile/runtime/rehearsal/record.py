@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -149,8 +150,9 @@ def not_on_machine(exc: BaseException, spec: dict[str, Any]) -> str | None:
         seen.add(id(exc))
         if _package_missing(exc, spec):
             return f"{short_error(exc)} (a package missing from this environment, not a fault of the recipe)"
-        if isinstance(exc, FileNotFoundError) and exc.filename:
-            key = _config_key_of(str(exc.filename), spec)
+        missing = _missing_path(exc)
+        if missing:
+            key = _config_key_of(missing, spec)
             if key:
                 return (
                     f"{short_error(exc)}: a path of the stage config ({key[0]}: {key[1]}) that is not on this "
@@ -190,3 +192,14 @@ def _package_missing(exc: BaseException, spec: dict[str, Any]) -> bool:
         root = Path(str(spec.get("repo_root") or os.getcwd()))
         return not ((root / top).is_dir() or (root / f"{top}.py").is_file())
     return isinstance(exc, ImportError) and "pip install" in str(exc)
+
+
+def _missing_path(exc: BaseException) -> str | None:
+    """The path a "no such file" error names: its `filename`, or read from its message (a library may raise
+    FileNotFoundError("No such file or directory: PATH") without one)."""
+    if not isinstance(exc, (FileNotFoundError, OSError)):
+        return None
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return str(exc.filename)
+    found = re.search(r"No such file or directory:?\s*['\"]?([^'\"\s]+)", str(exc))
+    return found.group(1) if found else None
