@@ -266,6 +266,8 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
             ) from exc
         where = "training" if driver.model is not None else "set-up (before_train)"
         step = f" at micro-step {len(driver.micro)}" if driver.model is not None else ""
+        if driver.model is not None and feed.mode == "batches":  # the batch it failed on was the tool's
+            step += " on the tool's synthetic batches (the recipe's data path made none it could use: see the notes)"
         absent = not_on_machine(exc, spec)
         if absent:
             raise Stop(
