@@ -56,15 +56,14 @@ def view_of(config: Any) -> dict[str, Any] | None:
     return view
 
 
-def shrink_config(config: Any, vocab_too: bool, keep_head: bool = False) -> list[str]:
-    """Shrink a transformers config object in place, once (with `keep_head`: again, each head at its real
-    size); what changed."""
-    if config is None or not hasattr(config, "to_dict") or (was_shrunk(config) and not keep_head):
+def shrink_config(config: Any, vocab_too: bool) -> list[str]:
+    """Shrink a transformers config object in place, once; what changed."""
+    if config is None or not hasattr(config, "to_dict") or was_shrunk(config):
         return []
     view = view_of(config)
     if view is None:
         return []
-    new, changed = shrink.shrink(view, vocab_too=vocab_too, keep_head=keep_head)
+    new, changed = shrink.shrink(view, vocab_too=vocab_too)
     new.pop("_name_or_path", None)
     apply_values(config, view, new)
     mark_shrunk(config)

@@ -37,7 +37,7 @@ from model_compile.runtime.rehearsal.models.configs import (
     shrink_object,
     view_of,
 )
-from model_compile.runtime.rehearsal.record import NotHere
+from model_compile.runtime.rehearsal.record import NotHere, short_error
 
 
 class ModelConfigMissing(NotHere):
@@ -84,10 +84,6 @@ def _kind(cls: Any) -> str:
     return "processor"
 
 
-def said(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc).strip() else ''}"
-
-
 class TinyModelRefused(NotHere):
     """A model whose own code refuses every tiny width the rehearsal tries: not run, the tool's limit."""
 
@@ -124,9 +120,7 @@ def _model_init(original: Any) -> Any:
         if STATE["suspended"]:
             return original(self, config, *args, **kwargs)
         if _is_tool_path(str(getattr(config, "_name_or_path", "") or "")):
-            mark_shrunk(
-                config
-            )  # read from the rehearsal's own checkpoint or a stand-in: its widths are the ones chosen
+            mark_shrunk(config)  # read from the rehearsal's own checkpoint or a stand-in: its widths are chosen
         real = view_of(config) if config is not None and hasattr(config, "to_dict") else None
         changed = shrink_config(config, vocab_too=False)
         try:
@@ -135,16 +129,16 @@ def _model_init(original: Any) -> Any:
             if not changed or real is None:
                 raise
             # the model's own check refused the tiny widths: once more, each head at its real size
-            apply_values(config, view_of(config) or {}, shrink.shrink(real, vocab_too=False, keep_head=True)[0])
-            changed = shrink.shrink(real, vocab_too=False, keep_head=True)[1]
+            relaxed, changed = shrink.shrink(real, vocab_too=False, keep_head=True)
+            apply_values(config, view_of(config) or {}, relaxed)
             try:
                 original(self, config, *args, **kwargs)
             except Exception as second:
                 raise TinyModelRefused(
-                    f"{type(self).__name__}: built with the rehearsal's tiny widths it raised {said(first)}; with "
-                    f"each head at its real size, {said(second)} (the real widths were not tried: they may not fit)"
+                    f"{type(self).__name__}: built with the rehearsal's tiny widths it raised {short_error(first)}; with "
+                    f"each head at its real size, {short_error(second)} (the real widths were not tried: they may not fit)"
                 ) from second
-            changed.append(f"(each attention head kept at its real size: the tiny widths raised {said(first)})")
+            changed.append(f"(each attention head kept at its real size: the tiny widths raised {short_error(first)})")
         _record_built(self, config, changed)
 
     __init__._model_compile_hook = True  # type: ignore[attr-defined]
