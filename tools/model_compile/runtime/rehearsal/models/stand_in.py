@@ -23,10 +23,10 @@ from model_compile.runtime.rehearsal.models.intercept import (
     STATE,
     ModelConfigMissing,
     TinyModelRefused,
-    said,
     suspended,
 )
 from model_compile.runtime.rehearsal.models.names import hub_cache_dir
+from model_compile.runtime.rehearsal.record import short_error
 
 SEED = 0
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
@@ -152,8 +152,12 @@ def weights(made: dict[str, Any], cls: Any) -> None:
 
     folder = Path(made["dir"])
     if any(folder.glob("*.safetensors")) or not (folder / "config.json").is_file():
+        # made by another rank or twin, which may have kept each head at its real size: say what it shrank
+        try:
+            made["shrunk"] = json.loads((folder / "stand-in.json").read_text(encoding="utf-8")).get("shrunk")
+        except (OSError, ValueError):
+            pass
         return
-    import transformers
 
     tmp = folder.with_name(f"{folder.name}.weights-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -162,12 +166,8 @@ def weights(made: dict[str, Any], cls: Any) -> None:
         torch.manual_seed(SEED)
         torch.set_default_dtype(torch.float32)
         try:
-            own = getattr(cls, "config_class", None)  # a concrete class (recipe-local too) knows its config class
             try:
-                if own is not None and not cls.__name__.startswith("Auto"):
-                    config = own.from_pretrained(str(folder))
-                else:
-                    config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+                config = _config_of(cls, folder)
             except (ValueError, KeyError, OSError) as exc:
                 raise ModelConfigMissing(
                     f"{made.get('name') or folder.name}: transformers here cannot build a model of its config "
@@ -184,7 +184,7 @@ def weights(made: dict[str, Any], cls: Any) -> None:
                 except Exception as second:  # noqa: BLE001 - the reason says both
                     raise TinyModelRefused(
                         f"{made.get('name') or folder.name}: built with the rehearsal's tiny widths it raised "
-                        f"{said(first)}; with each head at its real size, {said(second)} (the real widths were not "
+                        f"{short_error(first)}; with each head at its real size, {short_error(second)} (the real widths were not "
                         "tried: they may not fit)"
                     ) from second
             model.save_pretrained(str(tmp))
@@ -196,6 +196,16 @@ def weights(made: dict[str, Any], cls: Any) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _config_of(cls: Any, folder: Path) -> Any:
+    """The stand-in's config as `cls` reads it: a concrete class (recipe-local too) knows its config class."""
+    import transformers
+
+    own = getattr(cls, "config_class", None)
+    if own is not None and not cls.__name__.startswith("Auto"):
+        return own.from_pretrained(str(folder))
+    return transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+
+
 def _build(cls: Any, config: Any) -> Any:
     if cls.__name__.startswith("Auto") and hasattr(cls, "from_config"):
         return cls.from_config(config, trust_remote_code=True)
@@ -205,11 +215,10 @@ def _build(cls: Any, config: Any) -> Any:
 def _keep_heads(folder: Path, made: dict[str, Any], cls: Any, first: Exception) -> Any:
     """The stand-in's config rewritten with each head at its real size (`shrink(keep_head=True)`), after the
     model's code refused the tiny widths; a model that refuses those too is not run, saying both."""
-    import transformers
 
     info = json.loads((folder / "stand-in.json").read_text(encoding="utf-8"))
     name = made.get("name") or folder.name
-    first_said = said(first)
+    first_said = short_error(first)
     if not isinstance(info.get("real"), dict):
         raise TinyModelRefused(f"{name}: its code refuses the rehearsal's tiny widths ({first_said})") from first
     config, changed = shrink.shrink(info["real"], vocab_too=True, keep_head=True)
@@ -224,10 +233,7 @@ def _keep_heads(folder: Path, made: dict[str, Any], cls: Any, first: Exception) 
     os.replace(tmp, folder / "stand-in.json")
     made["shrunk"] = info["shrunk"]
     STATE["stand_ins"][name] = made
-    own = getattr(cls, "config_class", None)
-    if own is not None and not cls.__name__.startswith("Auto"):
-        return own.from_pretrained(str(folder))
     try:
-        return transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+        return _config_of(cls, folder)
     except Exception as exc:  # noqa: BLE001 - said as the reason
         raise TinyModelRefused(f"{name}: its code refuses the rehearsal's tiny widths ({first_said}); {exc}") from first
