@@ -24,7 +24,7 @@ from model_compile.hard.rehearsal.planning.plan import Plan
 from model_compile.hard.rehearsal.reading import changes, coverage, ranks
 from model_compile.hard.rehearsal.reading.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.reading.sites import scan
-from model_compile.hard.rehearsal.seen import faults, read_all
+from model_compile.hard.rehearsal.seen import batches, faults, read_all
 
 # the tails of a near-limit note after its figures (`frame: N compiled variants of L after S optimizer steps`)
 NEAR_SIZED = (
@@ -82,6 +82,19 @@ def _first_failure(recs: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | N
     return None
 
 
+def note_feed(facts: RehearsalFacts, feed: dict[str, Any]) -> None:
+    """Synthetic batches that stood in for the recipe's at run time: the figures' source, and why."""
+    if feed.get("mode") != "batches" or facts.batches_mode == "batches":
+        return
+    facts.batches_mode = "batches"
+    facts.batches = (
+        f"synthetic batches ({feed.get('batches')}), which every figure here comes from, because {feed.get('reason')}"
+    )
+    hint = batches.shortened(facts) if feed.get("starved") else ""  # the rows dropped: a length it shortened?
+    facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}{hint}")
+    facts.data_failure = feed.get("failure")
+
+
 def stopped(
     facts: RehearsalFacts,
     twin: str,
@@ -119,6 +132,7 @@ def stopped(
             facts.notes.append(f"{who}'s log: {first.log}")
         return
     rank, rec = found
+    note_feed(facts, rec.get("feed") or {})  # a twin that stopped on the tool's batches: why they stood in
     status = rec.get("status")
     phase = rec.get("stopped_at") or ""
     detail = ((rec.get("phases") or {}).get(phase) or {}).get("detail") or ""
@@ -212,15 +226,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
                 facts.target_checks.append(f"`{region['region']}` kept eager (torch.compiler.disable)")
             else:
                 facts.target_checks.append(f"`{region['region']}`: not present in this model (nothing to keep eager)")
-    feed = compiled.get("feed") or (recs.get("eager") or [{}])[0].get("feed") or {}
-    if feed.get("mode") == "batches" and facts.batches_mode != "batches":
-        facts.batches_mode = "batches"
-        facts.batches = (
-            f"synthetic batches ({feed.get('batches')}), which every figure here comes from, "
-            f"because {feed.get('reason')}"
-        )
-        facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}")
-        facts.data_failure = feed.get("failure")
+    note_feed(facts, compiled.get("feed") or (recs.get("eager") or [{}])[0].get("feed") or {})
     reference = (recs.get("reference") or [{}])[0]
     facts.notes += [n for rec in (reference, compiled) for n in rec.get("notes") or [] if n not in facts.notes]
     parity_phase = (compiled.get("phases") or {}).get("parity") or {}

@@ -78,7 +78,7 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], logs: Pat
             f"{read_n} synthetic rows read on rank 0, {used} samples reached the model: {read_n - used} dropped by "
             "the recipe's data path or still in its buffers when the run stopped"
             + (f"; its log says: {'; '.join(why)}" if why else "")
-            + _shortened(facts)
+            + shortened(facts)
         )
     elif why:
         facts.rows_dropped = f"the recipe's log on rank 0 says: {'; '.join(why)}"
@@ -98,7 +98,7 @@ def keys_line(facts: RehearsalFacts) -> str | None:
     return f"handed to the model (rank 0, first batch): {keys}; batches: {source or '-'}"
 
 
-def _shortened(facts: RehearsalFacts) -> str:
+def shortened(facts: RehearsalFacts) -> str:
     """Where the rehearsal shortened a row length itself: rows longer than that (an image's tokens count) may be
     what its data path dropped, and the override that keeps them."""
     from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES

@@ -137,35 +137,19 @@ class Feed:
             peeked = [next(iterator) for _ in range(PEEK)]
         except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
             failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            starved = "yielded no batch" in failure  # it dropped every row: the shortened length may be why
+            self.facts["starved"] = "yielded no batch" in failure  # it dropped every row (the parent says why)
             return self._synthetic(
                 f"the recipe's data path failed on the rehearsal's synthetic rows ({failure}); the real run may fail "
-                "there too, with the real data and processor in this environment"
-                + (_shortened(self.spec) if starved else ""),
+                "there too, with the real data and processor in this environment",
                 failure,
             )
         if rows.STATE["images"] and not any(_has_images(b) for b in peeked):
             read, images = rows.STATE["read"], rows.STATE["images"]
+            self.facts["starved"] = True
             return self._synthetic(
                 f"the recipe's data path dropped every image: {read} synthetic rows read ({images} images in them) "
                 f"made {PEEK} batches with no image, on which its vision tower would never run (each rank's log in "
                 "the rehearsal's logs folder says how its data code dropped them); the real run may drop them too, "
-                "with the real processor in this environment" + _shortened(self.spec)
+                "with the real processor in this environment"
             )
         return _Replay(loader, peeked, iterator)
-
-
-_LENGTHS = ("max_seq_len", "max_seq_length", "max_length", "seq_len")
-
-
-def _shortened(spec: dict[str, Any]) -> str:
-    """Where the rehearsal shortened a row length itself: rows with an image may be longer than that."""
-    user = {str(o).split("=", 1)[0] for o in spec.get("user_overrides") or []}
-    for item in spec.get("overrides") or []:
-        key, _, value = str(item).partition("=")
-        if key.rsplit(".", 1)[-1] in _LENGTHS and key not in user:
-            return (
-                f"; the rehearsal shortened {key} to {value} itself, and a row with an image may be longer (an "
-                f"image counts its tokens): --config-override {key}=N with a larger N keeps them"
-            )
-    return ""
