@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("omegaconf")
+
+from git_helpers import git  # noqa: E402
 
 from model_compile.cli import main  # noqa: E402
 
@@ -29,28 +30,24 @@ LOSS = "toy_engine/loss.py"
 LOOP_LINE = "        part = labels[start : start + chunk_size]\n"
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True)
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("change") / "repo"
     shutil.copytree(FIXTURE, root)
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "base")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
     return root
 
 
 def _branch(root: Path, name: str, insert: str) -> int:
     """A branch off main whose one commit inserts `insert` after the loss's loop line; the first inserted line."""
-    _git(root, "checkout", "-q", "-B", name, "main")
+    git(root, "checkout", "-q", "-B", name, "main")
     path = root / LOSS
     text = path.read_text()
     assert LOOP_LINE in text
     path.write_text(text.replace(LOOP_LINE, LOOP_LINE + insert))
-    _git(root, "commit", "-qam", name)
+    git(root, "commit", "-qam", name)
     return text[: text.index(LOOP_LINE)].count("\n") + 2
 
 
