@@ -364,13 +364,13 @@ def _upcast(model: Any) -> str | None:
     import torch
 
     low = (torch.bfloat16, torch.float16)
-    names = [n for n, p in model.named_parameters() if p.dtype in low]
-    if not names:
+    held = [(n, p) for n, p in model.named_parameters() if p.dtype in low]
+    if not held:
         return None
+    for _, param in held:
+        param.data = param.data.float()
+    names = [n for n, _ in held]
     for module in model.modules():
-        for param in list(module._parameters.values()):
-            if param is not None and param.dtype in low:
-                param.data = param.data.float()
         for key, buf in list(module._buffers.items()):
             if buf is not None and buf.dtype in low:
                 module._buffers[key] = buf.float()

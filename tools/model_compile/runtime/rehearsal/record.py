@@ -197,7 +197,7 @@ def _package_missing(exc: BaseException, spec: dict[str, Any]) -> bool:
 def _missing_path(exc: BaseException) -> str | None:
     """The path a "no such file" error names: its `filename`, or read from its message (a library may raise
     FileNotFoundError("No such file or directory: PATH") without one)."""
-    if not isinstance(exc, (FileNotFoundError, OSError)):
+    if not isinstance(exc, OSError):  # FileNotFoundError among them
         return None
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return str(exc.filename)
