@@ -22,6 +22,7 @@ from model_compile.hard.layers.pipeline import ELSEWHERE, elsewhere_commands, in
 from model_compile.hard.layers.plan import plan
 from model_compile.hard.layers.refusal import smoke_refusal
 from model_compile.hard.rehearsal import command as rehearse
+from model_compile.hard.rehearsal.reading.fixes import shorten
 from model_compile.hard.stages import labelled_prerequisites
 from model_compile.parse import recipe_test_options as conventions
 from model_compile.report.models import LayerRow
@@ -157,8 +158,6 @@ def _first_line(text: str | None) -> str | None:
     if not text:
         return None
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    from model_compile.hard.rehearsal.reading.fixes import shorten
-
     return shorten(lines[0], 300) if lines else None
 
 

@@ -175,18 +175,19 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
         if _DATA_BRANCH.search(g.reason) and not g.site.startswith("library ")
     }
     for brk in list(branches.values())[:2]:
+        scalar = bool(_SCALAR.search(brk.reason))
         what = (
             "a `.item()` or `.tolist()` reads a tensor out as Python numbers and breaks the graph: keep it a tensor "
             "operation, or set torch._dynamo.config.capture_scalar_outputs = True where the number only feeds "
             "tensor code"
-            if _SCALAR.search(brk.reason)
+            if scalar
             else "a Python `if` on a tensor's value breaks the graph (and in a loop makes dynamo skip the whole "
             "frame): compute both sides and select with torch.where or a mask, or express it with torch.cond"
         )
         out.append(
             Fix(
                 fix=f"at {_where(brk.site, plan)}: {what}",
-                cause=f"{'a tensor read out as Python numbers' if _SCALAR.search(brk.reason) else 'data-dependent branching'} at {brk.site}",
+                cause=f"{'a tensor read out as Python numbers' if scalar else 'data-dependent branching'} at {brk.site}",
                 tried="not tried",
                 reason="a change to the code itself: the rehearsal cannot try it for you",
                 shared_code=_shared(brk.site, plan),
