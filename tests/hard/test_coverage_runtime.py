@@ -186,3 +186,16 @@ def test_changed_lines_are_counted_as_python_or_found_in_the_graphs(tmp_path) ->
         output_graph.OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
     assert counter.record()["counts"].get(str(path), {}) == {}  # the compiled frame's lines did not run as Python
     assert [[str(path), 5], [str(path), 6]] in seen
+
+
+def test_code_that_does_not_hash_is_attributed_all_the_same() -> None:
+    """A code object dynamo wrote may hold a dict among its constants, and then it does not hash (the bundled
+    example's Qwen2-VL vision attention ran into one): the attribution keys codes by identity."""
+    from model_compile.runtime.rehearsal.measure.frames import Attribution
+
+    code = (lambda: 0).__code__.replace(co_consts=({},))
+    with pytest.raises(TypeError):
+        hash(code)
+    attribution = Attribution({})
+    assert attribution.user(code) is attribution.user(code)
+    assert attribution.kind(code) == "untraced"

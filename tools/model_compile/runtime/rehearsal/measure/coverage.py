@@ -157,7 +157,8 @@ class Meter:
         self._node = torch._C._current_autograd_node
         self.forward: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
         self.backward = [0.0, 0]
-        self.groups: dict[tuple[str, Any, str], dict[str, Any]] = {}
+        self.groups: dict[tuple[str, int, str], dict[str, Any]] = {}
+        self._codes: list[Any] = []  # the codes the groups are keyed by (their ids), kept alive
         self.wrap_ops = 0
         self.compiled_ops = [0, 0]  # forward, backward operators inside compiled graphs (aot backends only)
         self.micro: list[int] = []
@@ -221,9 +222,10 @@ class Meter:
 
     def _group(self, path: str, code: Any, line: int, flops: float, frame: Any) -> None:
         kind = self.attr.kind(code) if code is not None else "untraced"
-        key = (path, code, kind)
+        key = (path, id(code), kind)  # id: a code object dynamo wrote may not hash (a dict among its constants)
         group = self.groups.get(key)
         if group is None:
+            self._codes.append(code)
             group = self.groups[key] = {
                 "module": path,
                 "code": f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})" if code is not None else None,

@@ -61,19 +61,22 @@ class Attribution:
 
     def __init__(self, paths: dict[int, str]) -> None:
         self.paths = paths  # id(module) -> its dotted path in the unwrapped model ("" for the model)
-        self._user: dict[Any, bool] = {}  # code -> is user code
-        self._kinds: dict[Any, str] = {}
+        # keyed by id(code), the code kept beside its answer (so the id is not reused): a code object dynamo
+        # wrote may hold a dict among its constants, and then it does not hash
+        self._user: dict[int, tuple[Any, bool]] = {}  # is user code
+        self._kinds: dict[int, tuple[Any, str]] = {}
         self._last: tuple[Any, tuple[str | None, Any, Any, bool]] | None = None
 
     def user(self, code: Any) -> bool:
-        known = self._user.get(code)
-        if known is None:
-            known = self._user[code] = is_user_file(code.co_filename)
-        return known
+        hit = self._user.get(id(code))
+        if hit is None:
+            hit = self._user[id(code)] = (code, is_user_file(code.co_filename))
+        return hit[1]
 
     def kind(self, code: Any) -> str:
         """What the user frame's code is to dynamo: gap, skipped or untraced."""
-        known = self._kinds.get(code)
+        hit = self._kinds.get(id(code))
+        known = hit[1] if hit is not None else None
         if known is None:
             from torch._dynamo.convert_frame import input_codes, output_codes
 
@@ -84,7 +87,7 @@ class Attribution:
             else:
                 known = "untraced"
             if known != "untraced":  # untraced code may be seen by dynamo later in the step
-                self._kinds[code] = known
+                self._kinds[id(code)] = (code, known)
         return known
 
     def owner(self, frame: Any) -> tuple[str | None, Any, Any, bool]:
