@@ -299,6 +299,11 @@ def test_ranks_the_memory_watch_ended_and_a_segfault_are_told_apart() -> None:
     segfault = [RankResult(0, -signal.SIGSEGV, "/l0")]
     assert not faults.machine_fault(_facts(), "compiled", [{}], segfault, False)  # judged as the twin's failure
     assert faults.note(segfault[0]) == " (SIGSEGV; its resident memory was not sampled)"
+    quick = RankResult(0, -signal.SIGKILL, "/l0", exit_peak_rss_mb=812.4)  # reaped before the watch's first sample
+    assert faults.note(quick) == (
+        " (SIGKILL; its peak resident memory was 812 MB (the kernel's count for its own process; it ended before "
+        "the memory watch's first sample))"
+    )
 
 
 def test_a_child_that_stopped_on_what_this_machine_lacks_says_so_in_one_line() -> None:

@@ -141,6 +141,8 @@ class ForkServer:
                 elif "exited" in message:
                     rank = int(message["exited"])
                     exited[rank] = int(message["code"])
+                    if message.get("maxrss_mb") is not None:
+                        results[rank].exit_peak_rss_mb = float(message["maxrss_mb"])
                     self.live.discard(int(message["pid"]))
                     if exited[rank] != 0 and failed_at is None:
                         failed_at = time.monotonic()

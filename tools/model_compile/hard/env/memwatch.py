@@ -36,9 +36,10 @@ class MemoryWatch:
             self.floor_mb = min(float(memory.RESERVE_MB), max(FLOOR_MB, free * FLOOR_SHARE))
 
     def __call__(self, pids: dict[int, int]) -> str | None:
-        """Sample (at most every INTERVAL_S); the reason to end every rank, or None."""
+        """Sample (at most every INTERVAL_S, and at once for a rank not sampled yet); the reason to end every
+        rank, or None."""
         now = time.monotonic()
-        if now < self._next or self.reason:
+        if self.reason or (now < self._next and all(rank in self.last for rank in pids)):
             return None
         self._next = now + INTERVAL_S
         for rank, pid in pids.items():

@@ -90,6 +90,7 @@ class RankResult:
     killed: str = ""  # why the tool ended it: "timeout", "rank <r> exited <code>", "interrupted", "memory: ..."
     last_rss_mb: float | None = None  # resident memory (its process tree) at the last sample, when watched
     peak_rss_mb: float | None = None
+    exit_peak_rss_mb: float | None = None  # the kernel's peak for the rank's own process, read when it was reaped
 
 
 Watch = Callable[[dict[int, int]], "str | None"]  # {rank: pid} -> a reason to end every rank, or None

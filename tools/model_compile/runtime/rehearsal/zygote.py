@@ -5,7 +5,7 @@ interpreter, with the environment every child shares), says `{"ready": ...}` on 
 command a line on stdin: `{"spawn": ID, "argv": [SPEC, TWIN], "env": {...}, "log": PATH}` forks a child that
 starts its own session (its process group, which the parent ends), writes to PATH, takes the environment given
 and runs `child.main(argv)`; the server answers `{"spawned": ID, "pid": PID}` and, when the child exits,
-`{"exited": ID, "pid": PID, "code": CODE}`. End of stdin ends the server. Each child is still a fresh run of
+`{"exited": ID, "pid": PID, "code": CODE, "maxrss_mb": MB}` (the kernel's peak of its resident memory). End of stdin ends the server. Each child is still a fresh run of
 the recipe: nothing of the repository, and no compile, happens before the fork; what is shared is only the
 import of torch and transformers, which costs each child seconds otherwise.
 
@@ -137,7 +137,7 @@ def main() -> int:
                 _drain(wake_r)
         while children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 children.clear()
                 break
@@ -145,7 +145,9 @@ def main() -> int:
                 break
             ident = children.pop(pid, None)
             code = os.waitstatus_to_exitcode(status)
-            _say({"exited": ident, "pid": pid, "code": code})
+            # the kernel's own peak of the child's resident memory (KB on Linux): known even for a child a
+            # signal ended before the parent's memory watch first sampled it
+            _say({"exited": ident, "pid": pid, "code": code, "maxrss_mb": round(usage.ru_maxrss / 1024, 1)})
     return 0
 
 

@@ -24,9 +24,16 @@ def _signal(code: int) -> str:
 
 def _rss(rank: Any) -> str:
     last, peak = getattr(rank, "last_rss_mb", None), getattr(rank, "peak_rss_mb", None)
-    if last is None:
+    kernel = getattr(rank, "exit_peak_rss_mb", None)  # its own process, as the kernel counted when it was reaped
+    if last is None and kernel is None:
         return "its resident memory was not sampled"
-    return f"its last resident memory was {last:.0f} MB (peak {peak:.0f} MB)"
+    if last is None:
+        return (
+            f"its peak resident memory was {kernel:.0f} MB (the kernel's count for its own process; it ended "
+            "before the memory watch's first sample)"
+        )
+    more = f", {kernel:.0f} MB by the kernel's count for its own process" if kernel and kernel > (peak or 0) else ""
+    return f"its last resident memory was {last:.0f} MB (peak {peak:.0f} MB{more})"
 
 
 def machine_fault(
