@@ -2,9 +2,10 @@
 
 Where the architecture comes from, in order: `--model-config` (a config.json), a local checkpoint folder
 with a `config.json` at the stage's pretrained path, that hub id's `config.json` in the local Hugging Face
-cache (read from disk, never fetched), else the family its name names, as a preset whose depth is set above
-the recompile limit (limit + 2), because a guard that differs per layer shows only past the limit and the
-real depth is unknown here. A recipe that builds its model from its own size fields (no checkpoint) keeps
+cache (read from disk, never fetched), else the family its name names (or, when it names none, the family the
+recipe's other stages, README or code name: `family.py`), as a preset whose depth is set above the recompile
+limit (limit + 2), because a guard that differs per layer shows only past the limit and the real depth is
+unknown here. A recipe that builds its model from its own size fields (no checkpoint) keeps
 those fields, only widths above `WIDE` shrunk.
 
 What is kept of a real config: every depth and structure field (layer counts, vision depth, deepstack and
@@ -22,10 +23,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model_compile.hard.rehearsal.planning import family as family_evidence
 from model_compile.runtime.rehearsal.inputs import vocab
 from model_compile.runtime.rehearsal.models import names
 from model_compile.runtime.rehearsal.models import shrink as shrinking
@@ -144,13 +147,18 @@ class ModelPlan:
         return bool(self.config and isinstance(self.config.get("vision_config"), dict))
 
 
-def family_from_name(name: str) -> str | None:
-    if OTHER_ARCHITECTURE.search(name):
-        return None
+def name_family(name: str) -> str | None:
+    """The family a name names; `<family> variant` for another architecture of it (its structure is not the
+    preset's); None when it names none."""
     for pattern, family in NAME_PATTERNS:
         if pattern.search(name):
-            return family
+            return family + family_evidence.VARIANT if OTHER_ARCHITECTURE.search(name) else family
     return None
+
+
+def family_from_name(name: str) -> str | None:
+    family = name_family(name)
+    return None if family is None or family.endswith(family_evidence.VARIANT) else family
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -209,15 +217,38 @@ def _processor(config: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]
     return {"model_type": config.get("model_type"), "geometry": geometry}
 
 
+def _family(pretrained: str, where: str, recipe: Callable[[], family_evidence.Evidence] | None) -> tuple[str, str]:
+    """(family, where it was read) for a checkpoint whose config.json is not here, or NotPlanned."""
+    family = family_from_name(pretrained)
+    if family is not None:
+        return family, f"{where}; its name names the family"
+    evidence = recipe() if recipe is not None else family_evidence.Evidence()
+    supply = f"supply its config.json with --model-config {pretrained}=PATH (or --model-config PATH)"
+    if evidence.family is not None:
+        return evidence.family, f"{where}; its name names no family, {evidence.place} do: {evidence.where()}"
+    if evidence.families:
+        raise NotPlanned(
+            f"the architecture of {pretrained!r} is not known here: {where}; its name names no family and "
+            f"{evidence.place} name more than one, or another architecture of one ({evidence.candidates()}): "
+            f"{supply}"
+        )
+    raise NotPlanned(
+        f"the architecture of {pretrained!r} is not known here: {where}, and neither its name nor the recipe "
+        f"(its other stages, README, code) names a family with a preset ({', '.join(FAMILIES)}); {supply}"
+    )
+
+
 def plan_model(
     pretrained: str | None,
     repo_root: Path,
     model_config: Path | None,
     builder_fields: dict[str, Any],
     bounds: dict[str, int],
+    recipe_family: Callable[[], family_evidence.Evidence] | None = None,
 ) -> ModelPlan:
     """The model the rehearsal builds. `builder_fields`: {dotted key: value} of the model section, for a
-    recipe that builds from its own fields; `bounds`: the stage's image pixel bounds (min/max_pixels)."""
+    recipe that builds from its own fields; `bounds`: the stage's image pixel bounds (min/max_pixels);
+    `recipe_family`: what the recipe says its model is, read only when the checkpoint's config is not here."""
     real, where = real_config(pretrained, repo_root, model_config)
     if real is not None:
         config, shrunk = shrink(real)
@@ -231,21 +262,16 @@ def plan_model(
             processor=_processor(config, bounds),
         )
     if pretrained is not None:
-        family = family_from_name(pretrained)
-        if family is None:
-            raise NotPlanned(
-                f"the architecture of {pretrained!r} is not known here: {where}, and its name names no family "
-                f"with a preset ({', '.join(FAMILIES)}); supply its config.json with --model-config "
-                f"{pretrained}=PATH (or --model-config PATH)"
-            )
+        family, where = _family(pretrained, where, recipe_family)
         config = _preset(family)
         _token_ids(config)
         depth = depth_of(config)
         return ModelPlan(
             source=(
                 f"the {family} preset ({where}): the real depth is unknown, so each stack has {UNKNOWN_DEPTH} "
-                f"layers, above the recompile limit ({RECOMPILE_LIMIT}), where per-layer guards show; "
-                "--model-config PATH to the real config.json rehearses the real depth"
+                f"layers, above the recompile limit ({RECOMPILE_LIMIT}), where per-layer guards show, and the "
+                f"checkpoint's own structure fields are the preset's; --model-config {pretrained}=PATH to its "
+                "real config.json rehearses the real model"
             ),
             config=config,
             model_type=family,

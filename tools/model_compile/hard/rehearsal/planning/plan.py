@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
+from model_compile.hard.rehearsal.planning import family
 from model_compile.hard.rehearsal.planning import overrides as cli_overrides
 from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data
-from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, plan_model
+from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, name_family, plan_model
 from model_compile.hard.rehearsal.planning.overrides import read_keys
 from model_compile.hard.rehearsal.planning.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
@@ -299,7 +300,14 @@ def plan(
     if model_config is None and pretrained is not None:
         main = names.lookup(supplied, pretrained, str(repo_root))
         model_config = Path(main["file"]) if main else None
-    model = plan_model(pretrained, repo_root, model_config, builder, bounds)
+    model = plan_model(
+        pretrained,
+        repo_root,
+        model_config,
+        builder,
+        bounds,
+        lambda: family.recipe_family(recipe_root, str(pretrained_key), stage_files(recipe_root), name, name_family),
+    )
     overrides += model.overrides
     ckpt_dir = out_dir / "tiny-checkpoint"
     checkpoint = None
