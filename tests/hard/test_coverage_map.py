@@ -120,6 +120,13 @@ def test_checkpointed_blocks_running_eager_fail_with_the_cause_and_its_site():
     )
 
 
+def test_checkpointed_blocks_with_no_compiled_call_around_them_are_outside_compile_not_checkpointed():
+    call = "checkpoint:/venv/lib/python3.12/site-packages/transformers/modeling_layers.py:93"
+    facts = _build({"model.layers.0.mlp": [90, 8]}, [_group("model.layers.0.mlp", [call], flops=90)])
+    cause = _entry(facts, "model.layers.*").eager_causes[0]
+    assert cause.kind == "not-compiled" and cause.cause.startswith("outside every compiled call")
+
+
 def test_the_recompile_limit_is_named_with_its_step_through_the_frame_that_hit_it():
     limit = (
         "torch._dynamo hit config.recompile_limit (8) function: 'wrapped_func' "
@@ -151,6 +158,23 @@ def test_a_skipped_frame_gives_dynamos_reason_and_a_graph_break_its_line():
     assert "Dynamic shape operator" in attn.cause
 
 
+def test_a_skipped_frame_names_the_break_it_could_not_resume_from_inside_it():
+    scan = TraceScan(
+        failed={("forward", "/repo/recipes/r/loss.py", 20): "Unsupported Tensor.item() call; graph break in loop"},
+        sites=[
+            GraphBreakSite(site="recipes/r/loss.py:12", reason="x (no resume: the frame ran eager)"),  # before it
+            GraphBreakSite(site="recipes/r/loss.py:31", reason="Unsupported Tensor.item() call"),  # resumed
+            GraphBreakSite(
+                site="recipes/r/loss.py:35", reason="Unsupported Tensor.item() (no resume: the frame ran eager)"
+            ),
+        ],
+    )
+    loss = {**_group("lm_head", ["entry"], kind="skipped", flops=200), "code": "forward (/repo/recipes/r/loss.py:20)"}
+    head = _entry(_build({"lm_head": [200, 4]}, [loss], scan=scan), "lm_head").eager_causes[0]
+    assert head.kind == "skipped-frame" and head.site == "recipes/r/loss.py:35"
+    assert "(the frame starts at recipes/r/loss.py:20; the break is at recipes/r/loss.py:35)" in head.cause
+
+
 def test_a_regional_target_fails_only_on_its_blocks_and_other_modules_are_outside_the_targets():
     facts = _build(
         {"lm_head": [200, 4], "model.visual.proj": [100, 3]},
@@ -168,7 +192,9 @@ def test_a_module_that_loses_compiled_share_is_new_with_the_change():
     base = _build({}, [])
     head = _build({"lm_head": [200, 4]}, [_group("lm_head", ["entry"], kind="skipped", flops=200)])
     lost = coverage.versus(head, base)
-    assert lost and lost[0].startswith("lm_head ran 100% of its forward work compiled at the base and 0%")
+    assert lost and lost[0].startswith(
+        "lm_head (22% of the model's forward work) ran 100% of its forward work compiled at the base and 0%"
+    )
     assert _entry(head, "lm_head").base_compiled == 1.0
     assert coverage.versus(base, base) == []
 
@@ -186,7 +212,7 @@ def test_a_module_moved_out_of_the_targets_is_said_not_failed():
     # the change compiles only the blocks now: the head leaves lm_head outside the targets
     head = _build({"lm_head": [200, 4]}, [_group("lm_head", [], flops=200)], targets=("model.layers.*",), disabled=())
     assert coverage.versus(head, base) == []
-    assert coverage.moved_out(head, base)[0].startswith("lm_head ran 100% of its forward work compiled at the base")
+    assert coverage.moved_out(head, base)[0].startswith("lm_head (22% of the model's forward work) ran 100%")
     for facts in (base, head):
         facts.status, facts.steps = "passed", [RehearsalStep(step=0, shape="s")]
     assert base_mod.regressions(head, base) == []

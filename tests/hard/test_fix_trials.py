@@ -136,3 +136,45 @@ def test_a_mark_dynamic_that_dynamo_refuses_is_disproven() -> None:
     )
     trials.judge(fix, _facts(0, 7, 0.5), after)
     assert fix.tried == "disproven" and "specializes the size it marks" in (fix.reason or "")
+
+
+def test_an_item_read_out_only_to_branch_on_is_a_branch_and_its_line_is_quoted(tmp_path) -> None:
+    from model_compile.hard.facts import GraphBreakSite
+    from model_compile.hard.rehearsal.reading.fixes import fixes
+
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "kit" / "loss.py").write_text("x = 1\n    if not bool((labels != -100).any()):\n    y = n.item()\n")
+    reason = "Unsupported Tensor.item() call with capture_scalar_outputs=False (no resume: the frame ran eager)"
+    facts = RehearsalFacts(
+        label="cpu-only (tiny model)",
+        graph_break_sites=[GraphBreakSite(site="kit/loss.py:2", reason=reason)],
+    )
+    (branch,) = fixes(facts, _plan(tmp_path)())  # type: ignore[arg-type]
+    assert "at kit/loss.py:2 (shared code outside the recipe" in branch.fix
+    assert "(`if not bool((labels != -100).any()):`)" in branch.fix and "Python `if`" in branch.fix
+    assert (
+        "capture_scalar_outputs = True" not in branch.fix
+        and branch.cause == "data-dependent branching at kit/loss.py:2"
+    )
+    facts.graph_break_sites[0].site = "kit/loss.py:3"  # the number feeds code, not a branch: the scalar advice
+    (scalar,) = fixes(facts, _plan(tmp_path)())  # type: ignore[arg-type]
+    assert "(`y = n.item()`)" in scalar.fix and "capture_scalar_outputs = True" in scalar.fix
+
+
+def test_a_proven_fix_says_what_leaves_compile_with_it_and_that_its_rerun_still_fails() -> None:
+    def entry(module: str, compiled: float, work: float, role: str = "target") -> CoverageEntry:
+        return CoverageEntry(module=module, compiled=compiled, work=work, role=role)
+
+    before = _facts(2, 57, 0.08, hot=1)
+    before.coverage = [entry("model.layers.*", 0.0, 0.92), entry("(model) own code", 1.0, 0.08)]
+    after = _facts(0, 2, 0.88, "compile has no effect on model.visual.blocks.*")
+    after.status, after.reason = "failed", "compile has no effect on model.visual.blocks.*"
+    after.coverage = [entry("model.layers.*", 1.0, 0.92), entry("(model) own code", 0.0, 0.08, "outside the targets")]
+    fix = _fix("coverage", "limit_hits")
+    trials.judge(fix, before, after)
+    assert fix.tried == "proven" and fix.figures["left_compile"] == [
+        "(model) own code (8% of the model's forward work) ran 100% of its forward work compiled before the fix and "
+        "0% with the fix - the fix moved it out of the compiled targets"
+    ]
+    assert "; with it, (model) own code (8% of the model's forward work) ran 100%" in (fix.reason or "")
+    assert (fix.reason or "").endswith("; its rerun still fails: compile has no effect on model.visual.blocks.*")

@@ -98,3 +98,21 @@ def test_a_long_line_is_cut_at_a_word_and_says_so() -> None:
     assert _cut("    - short line", 160) == "    - short line"  # near miss: a short line is left alone
     huge = _cut("x" * 400, 160)  # one word longer than the line: cut inside it, still saying so
     assert len(huge) <= 160 and huge.endswith(CUT)
+
+
+def test_the_text_report_keeps_the_rehearsals_failures_fixes_coverage_changed_lines_and_parity_first() -> None:
+    from model_compile.report import text as text_mod
+
+    setting = [f"stage line {i}" for i in range(12)]
+    must = [
+        "FAILED: x",
+        "fix (proven ...): y",
+        "compiled: 10%",
+        "the change's lines: 1 hunk",
+        "parity over 8",
+        "keys: ok",
+    ]
+    lines = setting[:6] + must[:3] + setting[6:] + must[3:]
+    shown = text_mod._first_lines(lines)
+    assert len(shown) == text_mod.REHEARSAL_LINES and all(m in shown for m in must)
+    assert shown.index("FAILED: x") > shown.index("stage line 0")  # the rehearsal's own order is kept

@@ -14,7 +14,7 @@ MAX_FINDINGS = 6
 MAX_GAPS = 3
 MAX_IMPORTS = 3
 # a passing rehearsal's lines: model and depth, wrap, backend, parity, keys, recompiles, graph breaks, sync, time
-REHEARSAL_LINES = 10
+REHEARSAL_LINES = 12
 WIDTH = 160
 # findings, wiring, layers, measures, rehearsal lines and gaps: one line each, never cut where their point is
 LONG = 480
@@ -137,11 +137,23 @@ def _recipe(r: RecipeSection) -> list[str]:
     rehearsal = [ln for ln in r.performance.rehearsal if not ln.startswith("the rehearsal ran a tiny")]
     if rehearsal:
         out.append("  rehearsal (tiny model, eager twin vs compiled; the Markdown and JSON have every line):")
-        out += [_cut(f"    - {ln}", LONG) for ln in rehearsal[:REHEARSAL_LINES]]
+        out += [_cut(f"    - {ln}", LONG) for ln in _first_lines(rehearsal)]
     if gaps:
         out.append("  gaps:")
         out += [_cut(f"    - {g}", LONG) for g in gaps[:MAX_GAPS]]
     return out
+
+
+# what a reader must see of a rehearsal, first: its failures and fixes, what ran compiled, the change's lines,
+# parity and keys; the setting lines (stage, batches, backend) after them
+FIRST = ("against the base", "FAILED", "fix", "compiled:", "the change's lines", "parity", "keys")
+
+
+def _first_lines(lines: list[str]) -> list[str]:
+    """Up to REHEARSAL_LINES of the rehearsal's lines, those in FIRST before the rest, each kept in its order."""
+    rank = {id(ln): next((i for i, p in enumerate(FIRST) if ln.startswith(p)), len(FIRST)) for ln in lines}
+    chosen = {id(ln) for ln in sorted(lines, key=lambda ln: rank[id(ln)])[:REHEARSAL_LINES]}
+    return [ln for ln in lines if id(ln) in chosen]
 
 
 def _kits(classes: list[str]) -> str:

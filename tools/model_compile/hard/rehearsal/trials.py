@@ -21,6 +21,7 @@ from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import Fix, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
 from model_compile.hard.rehearsal.planning.plan import Plan
+from model_compile.hard.rehearsal.reading import coverage
 
 MAX_TRIALS = 3
 TRIALS_ENV = "MODEL_COMPILE_FIX_TRIALS"
@@ -90,6 +91,13 @@ def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
         f"{_pct(share[0])} -> {_pct(share[1])}, parity {fig['parity']}, keys {fig['keys']}"
     )
     fig["applied"] = list(after.fix_applied)  # what the override changed in the rerun, as the child saw it
+    # a trade the net share hides: what ran compiled before and leaves compile with the fix
+    left = coverage.left_with(after, before, "the fix")
+    fig["left_compile"] = left
+    if left:
+        words += f"; with it, {left[0]}" + (f" (+{len(left) - 1} more, --format json)" if len(left) > 1 else "")
+    if after.status == "failed" and after.reason:
+        words += f"; its rerun still fails: {after.reason}"
     if improved and held and not worse:
         fix.tried, fix.reason = "proven", words
     else:
@@ -133,6 +141,10 @@ def try_fixes(
         trial_dir = out_dir / f"fix-{i + 1}"
         spec = copy.deepcopy(plan.spec)
         spec.update(fix=fix.override, out_dir=str(trial_dir), twins_dir=str(out_dir))
+        if fix.override.get("compile_targets"):
+            # the fix compiles its own targets in place of the recipe's compile call (and the regions that call
+            # kept eager): the rerun's target check and coverage roles are the fix's scope, not the recipe's
+            spec.update(targets=list(fix.override["compile_targets"]), disabled=[], disable_sites={})
         spec.pop("changed_lines", None)
         after = rehearsal.run(
             replace(plan, spec=spec), interp, env, trial_dir, timeout_s, facts.label, done=done, only=["compiled"]

@@ -92,6 +92,20 @@ def _break_in(frame_site: str, ctx: Context) -> Any:
     return min(inside, key=lambda g: int(g.site.rpartition(":")[2]), default=None)
 
 
+def _break_in(frame_site: str, ctx: Context) -> str | None:
+    """The site of the break that made dynamo skip a frame: the first break dynamo could not resume from
+    (`no resume`) at or after the frame's first line in its file; None when there is none there."""
+    path, _, first = frame_site.rpartition(":")
+    if not first.isdigit():
+        return None
+    inside = []
+    for brk in ctx.scan.sites:
+        file, _, line = brk.site.rpartition(":")
+        if file == path and line.isdigit() and int(line) >= int(first) and "no resume" in brk.reason:
+            inside.append((int(line), brk.site))
+    return min(inside)[1] if inside else None
+
+
 def _cause(group: dict[str, Any], ctx: Context) -> tuple[str, str, str]:
     """(cause, site, kind) of one group of eager operators.
 
@@ -106,6 +120,14 @@ def _cause(group: dict[str, Any], ctx: Context) -> tuple[str, str, str]:
     code = _LABEL.match(str(group.get("code") or ""))
     lines = group.get("lines") or []
     here = f"{code['where'].rsplit(':', 1)[0]}:{lines[0]}" if code and lines else (code["where"] if code else "")
+    if "entry" not in markers:
+        # no torch.compile entry on the stack: compile was never on for it, whatever else wraps it (a
+        # checkpoint or a disable then is not why it ran eager)
+        return (
+            "outside every compiled call (not under a compiled target)",
+            _site(here, ctx) if here else "-",
+            "not-compiled",
+        )
     off = [m for m in span if m.startswith(("disable:", "checkpoint:"))]
     off += [m for m in span if m.startswith("skipped:") and _limit_step(m[len("skipped:") :], ctx) is not None]
     if off:
@@ -153,15 +175,17 @@ def _cause(group: dict[str, Any], ctx: Context) -> tuple[str, str, str]:
             if reason
             else (f"dynamo ran {code['name']} as it is (skipped; no reason in the trace)")
         )
-        return text, _site(code["where"], ctx), "skipped-frame"
+        frame_site = _site(code["where"], ctx)
+        brk = _break_in(frame_site, ctx)
+        if brk is None:
+            return text, frame_site, "skipped-frame"
+        return f"{text} (the frame starts at {frame_site}; the break is at {brk})", brk, "skipped-frame"
     if kind == "gap" and code:
         site = _site(here, ctx)
         brk = next((g for g in ctx.scan.sites if g.site == site), None)
         why = brk.reason.splitlines()[0][:160] if brk else "a graph break"
         return f"graph break in {code['name']}: {why}", site, "graph-break"
     where = _site(here, ctx) if here else "-"
-    if "entry" not in markers:
-        return "outside every compiled call (not under a compiled target)", where, "not-compiled"
     return "ran under a compiled call with compile off (cause not recognised)", where, "unknown"
 
 

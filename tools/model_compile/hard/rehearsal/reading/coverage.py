@@ -295,7 +295,18 @@ def moved_out(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
     return [line for line, failing in _changes(head, base) if not failing]
 
 
-def _changes(head: RehearsalFacts, base: RehearsalFacts) -> list[tuple[str, bool]]:
+def left_with(after: RehearsalFacts, before: RehearsalFacts, what: str) -> list[str]:
+    """Modules that ran compiled `before` and leave compile `after` (`what`: "the fix"), whatever the reason."""
+    return [line for line, _ in _changes(after, before, f"before {what}", f"with {what}", what)]
+
+
+def _changes(
+    head: RehearsalFacts,
+    base: RehearsalFacts,
+    then: str = "at the base",
+    now: str = "with the change",
+    mover: str = "the change",
+) -> list[tuple[str, bool]]:
     before = {e.module: e.compiled for e in base.coverage}
     lost = []
     for entry in head.coverage:
@@ -313,12 +324,13 @@ def _changes(head: RehearsalFacts, base: RehearsalFacts) -> list[tuple[str, bool
         if any(inner(entry.module, other.module) for other in lost):
             continue
         cause = f": {entry.eager_causes[0].cause} ({entry.eager_causes[0].site})" if entry.eager_causes else ""
+        part = f" ({entry.work:.0%} of the model's forward work)" if entry.module != ROOT and entry.work < 1 else ""
         text = (
-            f"{entry.module} ran {before[entry.module]:.0%} of its forward work compiled at the base and "
-            f"{entry.compiled:.0%} with the change{cause}"
+            f"{entry.module}{part} ran {before[entry.module]:.0%} of its forward work compiled {then} and "
+            f"{entry.compiled:.0%} {now}{cause}"
         )
         if entry.role == "outside the targets":
-            out.append((text + " - the change moved it out of the compiled targets", False))
+            out.append((text + f" - {mover} moved it out of the compiled targets", False))
         else:
             out.append((text, True))
     return out

@@ -57,6 +57,22 @@ _DATA_BRANCH = re.compile(r"data-dependent branching|data dependent|generic_jump
 _SCALAR = re.compile(r"_local_scalar_dense|\.item\(\)|tolist", re.I)  # a tensor read out as Python numbers
 
 
+_BRANCH_LINE = re.compile(r"^(if|elif|while|assert)\b")
+
+
+def _source_line(site: str, plan: Plan) -> str:
+    """The text of a repository site's line (read as text, never imported), or "" when it cannot be read."""
+    path, _, number = site.rpartition(":")
+    if not number.isdigit() or site.startswith("library "):
+        return ""
+    try:
+        lines = (Path(str(plan.spec["repo_root"])) / path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    index = int(number) - 1
+    return lines[index].strip() if 0 <= index < len(lines) else ""
+
+
 def _shared(site: str, plan: Plan) -> bool:
     """The site lies outside the recipe's own folder (shared code, or a library)."""
     recipe = Path(str(plan.spec["recipe_root"])).resolve()
@@ -172,10 +188,13 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
     branches = {  # one fix a site: a site's breaks may come with reasons worded apart
         g.site: g
         for g in facts.graph_break_sites
-        if _DATA_BRANCH.search(g.reason) and not g.site.startswith("library ")
+        if (_DATA_BRANCH.search(g.reason) or _SCALAR.search(g.reason)) and not g.site.startswith("library ")
     }
     for brk in list(branches.values())[:2]:
-        scalar = bool(_SCALAR.search(brk.reason))
+        line = _source_line(brk.site, plan)
+        quoted = f" (`{line}`)" if line else ""
+        # a value read out only to branch on is a branch: capture_scalar_outputs does not make an `if` traceable
+        scalar = bool(_SCALAR.search(brk.reason)) and not (line and _BRANCH_LINE.match(line))
         what = (
             "a `.item()` or `.tolist()` reads a tensor out as Python numbers and breaks the graph: keep it a tensor "
             "operation, or set torch._dynamo.config.capture_scalar_outputs = True where the number only feeds "
@@ -186,7 +205,7 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
         )
         out.append(
             Fix(
-                fix=f"at {_where(brk.site, plan)}: {what}",
+                fix=f"at {_where(brk.site, plan)}{quoted}: {what}",
                 cause=f"{'a tensor read out as Python numbers' if scalar else 'data-dependent branching'} at {brk.site}",
                 tried="not tried",
                 reason="a change to the code itself: the rehearsal cannot try it for you",
