@@ -179,7 +179,12 @@ def _cause(group: dict[str, Any], ctx: Context) -> tuple[str, str, str]:
         brk = _break_in(frame_site, ctx)
         if brk is None:
             return text, frame_site, "skipped-frame"
-        return f"{text} (the frame starts at {frame_site}; the break is at {brk})", brk, "skipped-frame"
+        why = f": {reason[:200]}" if reason else ""
+        return (
+            f"dynamo skipped {code['name']} at its break at {brk}{why} (the frame starts at {frame_site})",
+            brk,
+            "skipped-frame",
+        )
     if kind == "gap" and code:
         site = _site(here, ctx)
         brk = next((g for g in ctx.scan.sites if g.site == site), None)
