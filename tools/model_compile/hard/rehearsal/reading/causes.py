@@ -77,21 +77,6 @@ def _skip_reason(label: str, ctx: Context) -> str | None:
     return ctx.scan.failed.get((frame["name"], path, int(first))) if first.isdigit() else None
 
 
-def _break_in(frame_site: str, ctx: Context) -> Any:
-    """The graph break inside a skipped frame: the first break site of its file at or after its first line."""
-    path, _, first = frame_site.rpartition(":")
-    if not first.isdigit():
-        return None
-    inside = [
-        g
-        for g in ctx.scan.sites
-        if g.site.rpartition(":")[0] == path
-        and g.site.rpartition(":")[2].isdigit()
-        and int(g.site.rpartition(":")[2]) >= int(first)
-    ]
-    return min(inside, key=lambda g: int(g.site.rpartition(":")[2]), default=None)
-
-
 def _break_in(frame_site: str, ctx: Context) -> str | None:
     """The site of the break that made dynamo skip a frame: the first break dynamo could not resume from
     (`no resume`) at or after the frame's first line in its file; None when there is none there."""
