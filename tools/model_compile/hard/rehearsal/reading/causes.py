@@ -172,8 +172,8 @@ def _cause(group: dict[str, Any], ctx: Context) -> tuple[str, str, str]:
         )
     if kind == "gap" and code:
         site = _site(here, ctx)
-        brk = next((g for g in ctx.scan.sites if g.site == site), None)
-        why = brk.reason.splitlines()[0][:160] if brk else "a graph break"
+        at = next((g for g in ctx.scan.sites if g.site == site), None)
+        why = at.reason.splitlines()[0][:160] if at else "a graph break"
         return f"graph break in {code['name']}: {why}", site, "graph-break"
     where = _site(here, ctx) if here else "-"
     return "ran under a compiled call with compile off (cause not recognised)", where, "unknown"
