@@ -54,3 +54,25 @@ def test_no_change_no_lines() -> None:
     facts = RehearsalFacts(label="cpu-only (tiny model)")
     changes.read(facts, _recs({}, {}), {"repo_root": ROOT})
     assert facts.changed_lines == [] and facts.changed_note is None
+
+
+def test_a_call_written_over_lines_ran_when_its_statement_ran_and_its_body_line_is_its_own(tmp_path) -> None:
+    engine = tmp_path / "recipes" / "r" / "engine.py"
+    engine.parent.mkdir(parents=True)
+    engine.write_text(
+        "def prepare(kit, model, cfg):\n"  # 1
+        "    model = kit.apply_model_compile(\n"  # 2
+        "        model,\n"  # 3
+        "        cfg,\n"  # 4
+        "    )\n"  # 5: the closing `)` never gets a line event
+        "    if cfg.never:\n"  # 6
+        "        return None\n"  # 7: its own statement: not reached
+        "    return model\n"  # 8
+    )
+    facts = RehearsalFacts(label="cpu-only (tiny model)")
+    spec = {"repo_root": str(tmp_path), "changed_lines": {"recipes/r/engine.py": [2, 3, 4, 5, 6, 7]}}
+    path = str(engine)
+    counts = {"counts": {path: {"2": 2, "6": 2}}, "imported": [path]}
+    changes.read(facts, _recs(counts, counts), spec)
+    (hunk,) = facts.changed_lines
+    assert hunk.lines == [2, 3, 4, 5, 6, 7] and hunk.ran_eager == 2 and hunk.not_reached == [7]

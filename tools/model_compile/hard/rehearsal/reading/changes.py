@@ -9,6 +9,7 @@ hunk may depend on (a sequence length, a width), the sizes are named.
 
 from __future__ import annotations
 
+import ast
 import os
 from typing import Any
 
@@ -67,18 +68,21 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
         if rel not in imported:
             skipped.append(rel)
             continue
-        for hunk in _hunks(_code_lines(os.path.join(root, rel), numbers)):
+        path = os.path.join(root, rel)
+        spans = _statements(path)
+
+        for hunk in _hunks(_code_lines(path, numbers)):
             facts.changed_lines.append(
                 ChangedLines(
                     file=rel,
                     lines=hunk,
-                    ran_compiled=max((in_graphs.get(rel, {}).get(n, 0) for n in hunk), default=0),
-                    ran_eager=max((py.get(rel, {}).get(n, 0) for n in hunk), default=0),
-                    ran_eager_twin=max((twin.get(rel, {}).get(n, 0) for n in hunk), default=0),
+                    ran_compiled=max((_ran(in_graphs, rel, spans, n) for n in hunk), default=0),
+                    ran_eager=max((_ran(py, rel, spans, n) for n in hunk), default=0),
+                    ran_eager_twin=max((_ran(twin, rel, spans, n) for n in hunk), default=0),
                     not_reached=[
                         n
                         for n in hunk
-                        if not (py.get(rel, {}).get(n) or twin.get(rel, {}).get(n) or in_graphs.get(rel, {}).get(n))
+                        if not (_ran(py, rel, spans, n) or _ran(twin, rel, spans, n) or _ran(in_graphs, rel, spans, n))
                     ],
                 )
             )
@@ -100,6 +104,34 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
             f"the change's lines {where} did not run in any twin: parity and the coverage map say nothing about "
             f"them{context}"
         )
+
+
+def _ran(counts: dict[str, dict[int, int]], rel: str, spans: dict[int, tuple[int, ...]], n: int) -> int:
+    """How often line `n` of `rel` ran: a line of a statement written over several lines runs when its statement
+    does (Python reports the statement on one of its lines: a call's closing `)` has no event of its own)."""
+    cell = counts.get(rel, {})
+    return max((cell.get(m, 0) for m in spans.get(n, (n,))), default=0)
+
+
+def _statements(path: str) -> dict[int, tuple[int, ...]]:
+    """Each line of the file -> the lines of the innermost statement (a compound one's header) that holds it;
+    read with `ast` (the file is parsed, never imported); {} when it does not parse."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[int, tuple[int, ...]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        body = getattr(node, "body", None)
+        end = max(node.lineno, body[0].lineno - 1) if isinstance(body, list) and body else node.end_lineno
+        lines = tuple(range(node.lineno, end + 1))
+        for n in lines:
+            if n not in out or len(lines) < len(out[n]):
+                out[n] = lines
+    return out
 
 
 def _code_lines(path: str, numbers: list[int]) -> list[int]:
