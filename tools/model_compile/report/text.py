@@ -17,7 +17,7 @@ MAX_IMPORTS = 3
 REHEARSAL_LINES = 12
 WIDTH = 160
 # findings, wiring, layers, measures, rehearsal lines and gaps: one line each, never cut where their point is
-LONG = 480
+LONG = 800
 
 
 CUT = " … (cut here; the whole line: --format markdown or json)"

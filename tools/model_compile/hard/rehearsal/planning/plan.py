@@ -8,7 +8,6 @@ becomes the children's spec (`runtime/rehearsal/child.py`).
 
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
-from model_compile.hard.rehearsal.planning import family
+from model_compile.hard.rehearsal.planning import family, source
 from model_compile.hard.rehearsal.planning import overrides as cli_overrides
 from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data
 from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, name_family, plan_model
@@ -56,7 +55,7 @@ class Plan:
     user_overrides: list[str] = field(default_factory=list)  # --config-override, applied before the rehearsal's
     compile_call: str | None = None  # file:line and text of the compile call (for the advice)
     compile_kwargs: dict[str, str] = field(default_factory=dict)
-    forward_step: str | None = None  # file:line of the recipe's forward_step
+    forward_step: str | None = None  # file:line of the model call in the recipe's forward_step (else its def)
     model_var: str = "model"  # what prepare_model() calls the model it compiles (generate's targets start with it)
 
 
@@ -188,19 +187,6 @@ def module_name(path: Path, repo_root: Path) -> tuple[str, Path]:
     if parts and parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts), repo_root
-
-
-def _method_line(path: Path, cls: str, method: str) -> int | None:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method:
-                    return item.lineno
-    return None
 
 
 def _backend(stage_backend: str, asked: str | None, cpu_only: bool) -> tuple[str, str]:
@@ -364,7 +350,8 @@ def plan(
         schema_module, _ = module_name((recipe_root / schema.file).resolve(), repo_root)
     scope = recipe.scope
     disabled = sorted({m.split(".", 1)[1] for part in scope.parts for m in part.minus if "." in m})
-    fwd = _method_line(engine_file, ledger.engine_class, "forward_step")
+    model_var = next((p.module.split(".")[0] for p in scope.parts if p.kind == "whole-model"), "model") or "model"
+    fwd = source.model_call_line(engine_file, ledger.engine_class, "forward_step", model_var)
     call_site = (
         f"{_repo_relative((recipe_root / compile_event.file).resolve(), repo_root)}:{compile_event.line}"
         if compile_event
@@ -433,7 +420,7 @@ def plan(
         ),
         compile_kwargs=dict(compile_event.arguments or {}) if compile_event else {},
         forward_step=f"{_repo_relative(engine_file, repo_root)}:{fwd}" if fwd else None,
-        model_var=next((p.module.split(".")[0] for p in scope.parts if p.kind == "whole-model"), "model") or "model",
+        model_var=model_var,
     )
 
 
