@@ -117,3 +117,14 @@ def test_gaps_come_from_the_trace_when_the_recipe_has_no_runtime_record():
     assert any(g.startswith("2 graph breaks [smoke, rank 0 of 2 (TORCH_TRACE)]") for g in gaps), gaps
     assert any(g.startswith("1 recompiles [smoke, rank 0") for g in gaps)
     assert any("recompile_limit hit [smoke" in g for g in gaps)
+
+
+def test_a_backend_that_failed_on_an_operator_is_named_in_the_breaks_reason() -> None:
+    from model_compile.hard.rehearsal.reading.sites import reason_of
+
+    payload = (
+        "Graph break encountered:\n\n\tBackend compiler exception\n\t  Explanation: Backend compiler `aot_eager` "
+        "failed with aten.nonzero.default. Adding a graph break.\n"
+    )
+    reason = reason_of("Failed to handle graph break gracefully. Skipping the function", payload)
+    assert reason == "Backend compiler exception (aot_eager failed on aten.nonzero) (no resume: the frame ran eager)"

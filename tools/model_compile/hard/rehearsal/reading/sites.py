@@ -136,6 +136,7 @@ def site_name(where: str, repo_root: Path) -> str:
 
 _OPERATOR = re.compile(r"Operator `(aten\.[\w.]+)`")
 _GRACEFUL = "Failed to handle graph break gracefully"
+_BACKEND_FAILED = re.compile(r"Backend compiler `([\w.-]+)` failed with (\w+(?:\.\w+)*)")
 
 
 def reason_of(headline: str, payload: str) -> str:
@@ -147,6 +148,11 @@ def reason_of(headline: str, payload: str) -> str:
         inner = next((ln.strip() for ln in after.splitlines() if ln.strip()), "")
         if inner:
             reason = f"{inner} (no resume: the frame ran eager)"
+    backend = _BACKEND_FAILED.search(payload) if reason.startswith("Backend compiler exception") else None
+    if backend:
+        # the backend could not compile the graph dynamo gave it (an operator it lacks): dynamo broke there
+        failed = f"{backend.group(1)} failed on {backend.group(2).removesuffix('.default')}"
+        reason = reason.replace("Backend compiler exception", f"Backend compiler exception ({failed})", 1)
     op = _OPERATOR.search(payload)
     if op and op.group(1) not in reason:
         reason += f" ({op.group(1).removesuffix('.default')})"
