@@ -131,6 +131,9 @@ class RehearsalFacts(BaseModel):
     precision: str | None = Field(default=None, description="the recipe's training precision, as its config says")
     twins: list[str] = Field(default_factory=list, description="the runs compared: reference, eager, compiled")
     parity_rule: str | None = None
+    parity_inconclusive: str | None = Field(
+        default=None, description="why the parity bound cannot tell here (the eager twin itself far off), or null"
+    )
     batches: str | None = Field(default=None, description="where the batches came from, in words")
     batches_mode: str | None = Field(default=None, description="own, rows or batches")
     data_failure: str | None = Field(

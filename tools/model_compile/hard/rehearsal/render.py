@@ -35,6 +35,7 @@ def parity_line(facts: RehearsalFacts) -> str:
     return (
         f"parity over {len(facts.steps)} optimizer steps, worst relative error to the reference: gradients "
         f"{_e(_worst(facts, 'grad_err'))}, loss {_e(_worst(facts, 'loss_err'))}{eager}; rule: {facts.parity_rule}"
+        + (f"; inconclusive: {facts.parity_inconclusive}" if facts.parity_inconclusive else "")
     )
 
 

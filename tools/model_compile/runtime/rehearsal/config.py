@@ -1,5 +1,6 @@
-"""The stage config as the recipe's launcher builds it, plus the rehearsal's overrides (OmegaConf dotlist), and how the
-reference twin widens the precision the config holds. Nothing here imports torch."""
+"""The stage config as the recipe's tests build it (the stage YAML, then the rehearsal's overrides as an OmegaConf
+dotlist; a launcher's own default config merged under it is not read), and how the reference twin widens the
+precision the config holds. Nothing here imports torch."""
 
 from __future__ import annotations
 

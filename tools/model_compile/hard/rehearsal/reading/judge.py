@@ -386,7 +386,9 @@ def _timing(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]]) -> Non
 
 
 def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:
-    from model_compile.runtime.rehearsal.measure.parity import failures
+    from model_compile.runtime.rehearsal.measure.parity import blind, failures
+
+    facts.parity_inconclusive = blind(parity) if parity else None
 
     problems = list(facts.coverage_failures)  # the hot path running eager first: every other figure is smaller
     problems += list(failures(parity)) if parity else ["no parity was measured (the compiled twin recorded none)"]
@@ -414,3 +416,5 @@ def verdict(facts: RehearsalFacts, parity: dict[str, Any]) -> None:
         facts.reason = problems[0] + (
             f" (+{len(problems) - 1} more problem(s), listed with it)" if len(problems) > 1 else ""
         )
+    elif facts.parity_inconclusive:
+        facts.reason = facts.parity_inconclusive

@@ -173,6 +173,24 @@ def envelope(errors: list[float]) -> list[float]:
     return out
 
 
+BLIND = 0.3  # the eager twin's own relative gradient error from which a bound of MULTIPLIER x it tells nothing
+
+
+def blind(parity: dict[str, Any]) -> str | None:
+    """Why the bound cannot tell a wrong compiled run from a right one, or None: when the eager twin's own
+    gradients are this far from the reference (low precision at a tiny width), MULTIPLIER x that error admits
+    gradients that share next to nothing with the reference."""
+    eager = [e["err"] for e in (parity.get("eager") or {}).get("grads", []) if e.get("err") is not None]
+    worst = max(eager, default=0.0)
+    if worst < BLIND:
+        return None
+    return (
+        f"the eager twin's own gradients differ from the reference by up to {worst:.2e} (relative), so the bound "
+        f"({MULTIPLIER:g} x that) admits gradients that share little with it: parity is inconclusive here; rerun "
+        "with the recipe's precision set to fp32 (--config-override) to judge it"
+    )
+
+
 def failures(parity: dict[str, Any]) -> list[str]:
     """Why the compiled twin's numbers are outside the bound (empty when inside, or when nothing was compared)."""
     out: list[str] = []
