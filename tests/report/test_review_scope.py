@@ -140,3 +140,12 @@ def test_a_failure_on_the_base_too_comes_after_what_the_change_still_lacks() -> 
     rows[1].existing, rows[3].status = True, "passed"
     facts.cpu_only = False
     assert _verdict(recipe, [], rows, facts, "") == ("not validated", f"layer structure failed: {old}")
+
+
+def test_a_recipe_in_scope_but_not_in_this_checkout_is_said_so_and_not_run(tmp_path) -> None:
+    from model_compile.report.run import run_hard
+
+    reports, notes = run_hard({"openbee": tmp_path / "recipes" / "openbee"}, None, False, None)
+    assert reports == {}
+    assert notes["openbee"].startswith("runtime layers not run: ") and "is not in this checkout" in notes["openbee"]
+    assert "rerun `review --hard`" in notes["openbee"]

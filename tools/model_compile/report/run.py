@@ -138,6 +138,14 @@ def run_hard(
     for name, recipe_dir in recipe_dirs.items():
         if name in notes:
             continue
+        if not recipe_dir.is_dir():
+            # the scope came from a git tree (a merge result, --head REV) that has the recipe; this checkout lacks it
+            notes[name] = (
+                f"runtime layers not run: {recipe_dir} is not in this checkout (the review read it from a git tree, "
+                "the runtime layers run on the files on disk): check out a tree that has it (for a merge review, "
+                "merge first) and rerun `review --hard`"
+            )
+            continue
         question = (questions or {}).get(name)
         first = asked.get(question) if question else None
         facts = reports[first].rehearsal if first and first in reports else None
