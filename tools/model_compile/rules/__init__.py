@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from model_compile.rules.base import Rule
-from model_compile.rules.config_intent import EnabledWithoutIntent
+from model_compile.rules.config_intent import DeadCompileSwitch, EnabledWithoutIntent
 from model_compile.rules.config_schema import (
     ModelConfigForwardedWhole,
     OlderFlatCompileConfig,
@@ -40,6 +40,7 @@ ALL_RULES: list[type[Rule]] = sorted(
         SchemaLacksCompile,
         InvalidCompileValue,
         EnabledWithoutIntent,
+        DeadCompileSwitch,
         ConfigNotWired,
         UntypedCompileChoice,
         OlderFlatCompileConfig,
