@@ -248,3 +248,13 @@ def test_the_summary_says_a_module_outside_the_targets_is_outside_first() -> Non
     tower.role = "outside the targets"
     line = coverage_line(RehearsalFacts(label="cpu-only (tiny model)", coverage=[tower], compiled_share=0.7))
     assert "model.visual.blocks.* (4 blocks, 0% compiled: outside the compile targets; activation" in (line or "")
+
+
+def test_the_width_caveat_is_said_only_when_a_width_was_shrunk():
+    facts = _facts()
+    facts.coverage_note = "measured on micro-step(s) 3"
+    coverage.widths_note(facts)
+    assert facts.coverage_note.endswith("(nothing was shrunk)")
+    facts.coverage_note, facts.shrunk = "measured on micro-step(s) 3", ["hidden_size 768 -> 64"]
+    coverage.widths_note(facts)
+    assert "its widths are shrunk by their own rule" in facts.coverage_note

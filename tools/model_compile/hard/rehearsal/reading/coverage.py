@@ -228,8 +228,7 @@ def build(
     facts.coverage_note = (
         f"measured on micro-step(s) {', '.join(map(str, micro))} (the last optimizer step's), rank 0, in "
         f"{'FLOPs' if index == 0 else 'operators'} of the forward; those micro-steps took {compiled_rec.get('seconds')} s "
-        "with the counting on (left out of the steady step); the shares are of the tiny model's work: each "
-        "stack keeps its depth but its widths are shrunk by their own rule, so at the real widths the shares differ"
+        "with the counting on (left out of the steady step)"
     )
     facts.coverage_failures = verdict(nodes, targets, disabled, groups, ctx)
 
@@ -334,3 +333,15 @@ def _changes(
         else:
             out.append((text, True))
     return out
+
+
+def widths_note(facts: RehearsalFacts) -> None:
+    """What the shares are of, once every model the run built is known (a child shrinks what it intercepts)."""
+    if not facts.coverage_note or facts.coverage_note.startswith("not measured"):
+        return
+    facts.coverage_note += (
+        "; the shares are of the tiny model's work: each stack keeps its depth but its widths are shrunk by their "
+        "own rule, so at the real widths the shares differ"
+        if facts.shrunk
+        else "; the shares are of the model at the widths the stage sets (nothing was shrunk)"
+    )

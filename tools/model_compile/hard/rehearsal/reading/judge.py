@@ -260,6 +260,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     if facts.status == "passed":
         verdict(facts, parity)
     read_all(facts, plan, recs, trace_dir.parent, repo)
+    coverage.widths_note(facts)
 
 
 _TOKENS = re.compile(r"tokens \d+x(\d+)")
