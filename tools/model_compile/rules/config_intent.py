@@ -4,7 +4,6 @@ at all (does any config have the key its gate reads)?"""
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,8 +11,10 @@ import yaml
 
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.parse.models import config_key
+from model_compile.parse.python import dotted
 from model_compile.rules.base import Example, Rule, call_subject, compile_events, step_ref
 from model_compile.rules.config_schema import NO_COMPILE_SCHEMA
+from model_compile.rules.config_wiring import _CONFIG_ROOT
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import (
     CANONICAL_BODY,
@@ -152,9 +153,6 @@ class EnabledWithoutIntent(Rule):
                     )
 
 
-_ROOT = re.compile(r"^(?:self\.)?(?:config|cfg|conf|args|hparams)\.(?P<key>[A-Za-z_][\w.]*)$")
-
-
 def _gate_keys(condition: str) -> list[str]:
     """The config keys a gate reads as attribute chains (`self.config.model.compile` -> `model.compile`), the
     longest chain of each (its `.enabled` read counts as reading the section too)."""
@@ -166,9 +164,9 @@ def _gate_keys(condition: str) -> list[str]:
     keys = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and id(node) not in inner:
-            m = _ROOT.match(ast.unparse(node))
-            if m and "compile" in m.group("key").split("."):
-                keys.append(m.group("key"))
+            m = _CONFIG_ROOT.match(dotted(node) or "")
+            if m and "compile" in m.group("field").split("."):
+                keys.append(m.group("field"))
     return keys
 
 

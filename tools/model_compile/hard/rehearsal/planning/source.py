@@ -19,12 +19,6 @@ def _method(path: Path, cls: str, method: str) -> ast.FunctionDef | None:
     return None
 
 
-def method_line(path: Path, cls: str, method: str) -> int | None:
-    """The `def` line of `cls.method` in `path`."""
-    found = _method(path, cls, method)
-    return found.lineno if found else None
-
-
 def model_call_line(path: Path, cls: str, method: str, model_var: str) -> int | None:
     """The line of the first call of the model inside `cls.method` (`self.model(...)`, `model(...)`, or the
     name prepare_model() gives it), where a keyword for the model's forward goes; else the `def` line."""
