@@ -68,22 +68,19 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
         if rel not in imported:
             skipped.append(rel)
             continue
-        path = os.path.join(root, rel)
-        spans = _statements(path)
-
-        for hunk in _hunks(_code_lines(path, numbers)):
+        text = _read(os.path.join(root, rel))
+        spans = _statements(text)
+        for hunk in _hunks(_code_lines(text, numbers)):
+            # per line: (in graphs, as Python in the compiled twin, in the eager twin)
+            counted = {n: tuple(_ran(c, rel, spans, n) for c in (in_graphs, py, twin)) for n in hunk}
             facts.changed_lines.append(
                 ChangedLines(
                     file=rel,
                     lines=hunk,
-                    ran_compiled=max((_ran(in_graphs, rel, spans, n) for n in hunk), default=0),
-                    ran_eager=max((_ran(py, rel, spans, n) for n in hunk), default=0),
-                    ran_eager_twin=max((_ran(twin, rel, spans, n) for n in hunk), default=0),
-                    not_reached=[
-                        n
-                        for n in hunk
-                        if not (_ran(py, rel, spans, n) or _ran(twin, rel, spans, n) or _ran(in_graphs, rel, spans, n))
-                    ],
+                    ran_compiled=max(r[0] for r in counted.values()),
+                    ran_eager=max(r[1] for r in counted.values()),
+                    ran_eager_twin=max(r[2] for r in counted.values()),
+                    not_reached=[n for n in hunk if not any(counted[n])],
                 )
             )
     if facts.changed_lines:
@@ -113,13 +110,20 @@ def _ran(counts: dict[str, dict[int, int]], rel: str, spans: dict[int, tuple[int
     return max((cell.get(m, 0) for m in spans.get(n, (n,))), default=0)
 
 
-def _statements(path: str) -> dict[int, tuple[int, ...]]:
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _statements(text: str | None) -> dict[int, tuple[int, ...]]:
     """Each line of the file -> the lines of the innermost statement (a compound one's header) that holds it;
     read with `ast` (the file is parsed, never imported); {} when it does not parse."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            tree = ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
         return {}
     out: dict[int, tuple[int, ...]] = {}
     for node in ast.walk(tree):
@@ -134,15 +138,13 @@ def _statements(path: str) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _code_lines(path: str, numbers: list[int]) -> list[int]:
+def _code_lines(text: str | None, numbers: list[int]) -> list[int]:
     """The changed lines that hold code: a blank line or a comment never runs, so it is never "not reached"."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read().splitlines()
-    except OSError:
+    if text is None:
         return numbers
+    lines = text.splitlines()
     return [
-        n for n in numbers if 0 < n <= len(text) and text[n - 1].strip() and not text[n - 1].lstrip().startswith("#")
+        n for n in numbers if 0 < n <= len(lines) and lines[n - 1].strip() and not lines[n - 1].lstrip().startswith("#")
     ]
 
 
