@@ -151,9 +151,9 @@ FIRST = ("against the base", "FAILED", "fix", "compiled:", "the change's lines",
 
 def _first_lines(lines: list[str]) -> list[str]:
     """Up to REHEARSAL_LINES of the rehearsal's lines, those in FIRST before the rest, each kept in its order."""
-    rank = {id(ln): next((i for i, p in enumerate(FIRST) if ln.startswith(p)), len(FIRST)) for ln in lines}
-    chosen = {id(ln) for ln in sorted(lines, key=lambda ln: rank[id(ln)])[:REHEARSAL_LINES]}
-    return [ln for ln in lines if id(ln) in chosen]
+    rank = [next((i for i, p in enumerate(FIRST) if ln.startswith(p)), len(FIRST)) for ln in lines]
+    chosen = sorted(sorted(range(len(lines)), key=rank.__getitem__)[:REHEARSAL_LINES])
+    return [lines[i] for i in chosen]
 
 
 def _kits(classes: list[str]) -> str:
