@@ -44,16 +44,37 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _absolute(path: Path, node: ast.ImportFrom) -> str | None:
+    """The module an `ImportFrom` reads from, relative imports resolved against `path`'s package."""
+    if node.level == 0:
+        return node.module
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    if node.level > 1:
+        package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
 def _imports(path: Path) -> set[str]:
+    """Every module of the package `path` imports, at the top or inside a function: `from pkg import mod` is an
+    arrow to `pkg.mod` when `mod` is a module (else to `pkg`), relative imports resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.startswith("model_compile"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("model_compile"):
-                out.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(path, node)
+            if not module or not module.startswith("model_compile"):
+                continue
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                out.add(sub if sub in _MODULES else module)
     return out
+
+
+_MODULES = {_module_name(p) for p in PACKAGE.rglob("*.py")}
 
 
 def _unit_graph() -> dict[str, dict[str, set[str]]]:

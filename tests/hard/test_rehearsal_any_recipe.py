@@ -400,7 +400,7 @@ def test_a_recipes_own_config_object_is_shrunk_in_place_whatever_its_kind() -> N
 
 def test_a_supplied_config_whose_remote_code_is_not_here_says_so(tmp_path: Path) -> None:
     from model_compile.runtime.rehearsal.models import stand_in
-    from model_compile.runtime.rehearsal.models.intercept import ModelConfigMissing
+    from model_compile.runtime.rehearsal.models.state import ModelConfigMissing
 
     config = {"model_type": "onevision", "auto_map": {"AutoModel": "modeling_ov.OVModel"}}
     with pytest.raises(ModelConfigMissing, match=r"remote code \(modeling_ov.py, model_type 'onevision'\)"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from model_compile.runtime.rehearsal.models.intercept import STATE
+from model_compile.runtime.rehearsal.models.state import STATE
 from model_compile.runtime.rehearsal.record import NotHere
 
 WRAPPERS = ("_orig_mod.", "module.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")

@@ -29,7 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal.models import names, shrink
+from model_compile.runtime.rehearsal.models import names, shrink, stand_in
 from model_compile.runtime.rehearsal.models.configs import (
     apply_values,
     mark_shrunk,
@@ -37,28 +37,8 @@ from model_compile.runtime.rehearsal.models.configs import (
     shrink_object,
     view_of,
 )
-from model_compile.runtime.rehearsal.record import NotHere, short_error
-
-
-class ModelConfigMissing(NotHere):
-    """A model the recipe loads by a name whose config is not on this machine."""
-
-
-STATE: dict[str, Any] = {
-    "spec": {},
-    "loads": [],  # {"class", "kind", "name", "to", "source"}
-    "built": [],  # {"ref": weakref, "class", "config", "shrunk", "source"}
-    "objects": [],  # {"object", "shrunk"}: recipe config objects shrunk for a repository module
-    "suspended": 0,  # > 0 while the rehearsal builds a stand-in itself (nothing recorded, nothing shrunk)
-    "depth": 0,  # repository module constructions in progress
-    "depth_load": 0,  # from_pretrained calls in progress (the loads inside one are not listed again)
-    "stand_ins": {},  # name -> {"dir", "source"}
-    "installed": False,
-}
-
-
-def out_dir() -> str:
-    return str(Path(STATE["spec"].get("out_dir", "/nonexistent")).resolve())
+from model_compile.runtime.rehearsal.models.state import STATE, ModelConfigMissing, TinyModelRefused, out_dir
+from model_compile.runtime.rehearsal.record import short_error
 
 
 def _is_tool_path(name: str) -> bool:
@@ -82,12 +62,6 @@ def _kind(cls: Any) -> str:
         if issubclass(cls, tokenizer) or cls.__name__ == "AutoTokenizer":
             return "tokenizer"
     return "processor"
-
-
-class TinyModelRefused(NotHere):
-    """A model whose own code refuses every tiny width the rehearsal tries: not run, the tool's limit."""
-
-    fault = "tool"
 
 
 # -- hooks -------------------------------------------------------------------
@@ -198,8 +172,6 @@ def _missing(cls: Any, name: str) -> ModelConfigMissing:
 
 def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
     """The folder a `from_pretrained(name)` reads instead (a stand-in), or None to read `name` itself."""
-    from model_compile.runtime.rehearsal.models import stand_in
-
     kind = _kind(cls)
     spec = STATE["spec"]
     repo = spec.get("repo_root")
@@ -348,13 +320,3 @@ def install(spec: dict[str, Any]) -> None:
             pass
 
     torch.nn.Module.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
-
-
-class suspended:  # noqa: N801 - a context manager used like a function
-    """The rehearsal builds something itself: nothing is shrunk or recorded meanwhile."""
-
-    def __enter__(self) -> None:
-        STATE["suspended"] += 1
-
-    def __exit__(self, *_: Any) -> None:
-        STATE["suspended"] -= 1

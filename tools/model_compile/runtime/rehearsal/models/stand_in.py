@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from model_compile.runtime.rehearsal.models import names, shrink
-from model_compile.runtime.rehearsal.models.intercept import (
+from model_compile.runtime.rehearsal.models.names import hub_cache_dir
+from model_compile.runtime.rehearsal.models.state import (
     STATE,
     ModelConfigMissing,
     TinyModelRefused,
     suspended,
 )
-from model_compile.runtime.rehearsal.models.names import hub_cache_dir
 from model_compile.runtime.rehearsal.record import short_error
 
 SEED = 0

@@ -1,0 +1,48 @@
+"""The child's model hooks' shared state: what was loaded, built and shrunk, and the errors that say a model
+cannot be had here. `intercept.py` (the hooks) and `stand_in.py` (the checkpoints they answer with) both read it;
+neither imports the other's module for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from model_compile.runtime.rehearsal.record import NotHere
+
+
+class ModelConfigMissing(NotHere):
+    """A model the recipe loads by a name whose config is not on this machine."""
+
+
+STATE: dict[str, Any] = {
+    "spec": {},
+    "loads": [],  # {"class", "kind", "name", "to", "source"}
+    "built": [],  # {"ref": weakref, "class", "config", "shrunk", "source"}
+    "objects": [],  # {"object", "shrunk"}: recipe config objects shrunk for a repository module
+    "suspended": 0,  # > 0 while the rehearsal builds a stand-in itself (nothing recorded, nothing shrunk)
+    "depth": 0,  # repository module constructions in progress
+    "depth_load": 0,  # from_pretrained calls in progress (the loads inside one are not listed again)
+    "stand_ins": {},  # name -> {"dir", "source"}
+    "installed": False,
+}
+
+
+def out_dir() -> str:
+    return str(Path(STATE["spec"].get("out_dir", "/nonexistent")).resolve())
+
+
+class TinyModelRefused(NotHere):
+    """A model whose own code refuses every tiny width the rehearsal tries: not run, the tool's limit."""
+
+    fault = "tool"
+
+
+class suspended:  # noqa: N801 - a context manager used like a function
+    """The rehearsal builds something itself: nothing is shrunk or recorded meanwhile."""
+
+    def __enter__(self) -> None:
+        STATE["suspended"] += 1
+
+    def __exit__(self, *_: Any) -> None:
+        STATE["suspended"] -= 1
