@@ -9,6 +9,7 @@ for every recipe in scope that compiles.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -120,13 +121,15 @@ def run_hard(
     config_name: str | None = None,
     questions: dict[str, str | None] | None = None,
     runtime: Any = None,
+    home: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
     `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
     `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it;
     `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.questions.question): a recipe
     whose question an earlier one asked takes that rehearsal's answer instead of running it again. The runtime
-    options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs."""
+    options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs.
+    `home`: the repository whose environment runs the recipes when they lie in a temporary tree of it."""
     from model_compile.hard.layers.runner import validate_hard
 
     overrides = list(getattr(runtime, "config_overrides", None) or [])
@@ -140,11 +143,7 @@ def run_hard(
             continue
         if not recipe_dir.is_dir():
             # the scope came from a git tree (a merge result, --head REV) that has the recipe; this checkout lacks it
-            notes[name] = (
-                f"runtime layers not run: {recipe_dir} is not in this checkout (the review read it from a git tree, "
-                "the runtime layers run on the files on disk): check out a tree that has it (for a merge review, "
-                "merge first) and rerun `review --hard`"
-            )
+            notes[name] = f"runtime layers not run: {recipe_dir} is not in the tree they run on"
             continue
         question = (questions or {}).get(name)
         first = asked.get(question) if question else None
@@ -162,6 +161,7 @@ def run_hard(
                 answered_by=(f"recipes/{first}", facts) if first and facts is not None and facts.steps else None,
                 model_config=getattr(runtime, "model_config", None),
                 model_configs=dict(getattr(runtime, "model_configs", None) or {}),
+                home=home,
             )
         except InputError as exc:
             notes[name] = f"hard validation refused: {exc}"
@@ -288,8 +288,16 @@ def _review_path(
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
             if head is not None:  # review the revision asked for, not the working tree
                 soft = _analyze_revision(root, diff.head.commit or head, only)
-                notes.append(f"reviewed as of {diff.head.rev}; runtime layers run on a checkout only")
-                return build_tree(soft, root, {}, seconds, {}, notes, hard_requested=hard)
+                notes.append(f"reviewed as of {diff.head.rev}")
+                reports: dict[str, Any] = {}
+                why: dict[str, str] = {}
+                if hard:
+                    recipes = [r for r in soft.recipes if r.compile_path != "none"]
+                    reports, why, where = _hard_on_change(
+                        diff, head, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
+                    )
+                    notes += where
+                return build_tree(soft, root, reports, seconds, why, notes, hard_requested=hard)
     started = time.monotonic()
     soft = analyze_path(path)
     seconds = time.monotonic() - started
@@ -323,14 +331,16 @@ def _untouched_report(
     seconds = time.monotonic() - started
     hard_reports: dict[str, Any] = {}
     hard_notes: dict[str, str] = {}
-    if hard and head is not None:
-        hard_notes = {
-            r.name: f"--head {head} names a revision: check it out to run the runtime layers" for r in soft.recipes
-        }
+    runtime_notes: list[str] = []
+    if hard and head is not None:  # on the revision (or the merge) as reviewed, whole: nothing to compare with
+        recipes = [r for r in soft.recipes if r.compile_path != "none"]
+        hard_reports, hard_notes, runtime_notes = _hard_on_change(
+            diff, head, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
+        )
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
         hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
-    report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, [], hard_requested=hard)
+    report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, runtime_notes, hard_requested=hard)
     note = (
         f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only} nor any Python file its run "
         "imports: it is reviewed whole (its findings are existing ones)"
@@ -370,34 +380,61 @@ def _change_report(
     names = {only} if only else None
     hard_reports: dict[str, Any] = {}
     hard_notes: dict[str, str] = {}
+    runtime_notes: list[str] = []
     if hard:
         recipes = [r for r in (head_report.recipes if head_report else []) if names is None or r.name in names]
         touched = {d.name for d in diff.recipes}
-        recipes = [r for r in recipes if r.name in touched]
-        if head is not None:  # runtime layers run on files on disk, not on a named revision
-            for r in recipes:
-                hard_notes[r.name] = f"--head {head} names a revision: check it out to run the runtime layers"
-        else:  # the working tree, or HEAD when the tree is clean: the same files either way
-            dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
-            stages = {d.name: touched_stages(d) for d in diff.recipes}
-            base_rev = diff.base.commit or None
-            changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
-            questions = {r.name: _question(r, root / r.path, config_name, changed.get(r.name, [])) for r in recipes}
-            hard_reports, hard_notes = run_hard(
-                dirs,
-                python,
-                trace,
-                out,
-                stages,
-                base_rev=base_rev,
-                config_name=config_name,
-                questions=questions,
-                runtime=runtime,
-            )
-    report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
-    if hard_reports and diff.merge is not None:
-        report.notes.append(
-            "the runtime layers ran on the files on disk (this checkout of the branch), not on the merge result the "
-            f"soft review read: their soft layer and test files are the branch's, before merging {diff.merge.target}"
+        recipes = [r for r in recipes if r.name in touched and r.compile_path != "none"]
+        stages = {d.name: touched_stages(d) for d in diff.recipes}
+        changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
+        hard_reports, hard_notes, runtime_notes = _hard_on_change(
+            diff, head, root, recipes, python, trace, out, stages, changed, config_name, runtime
         )
+    report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
+    report.notes += runtime_notes
     return report
+
+
+def _hard_on_change(
+    diff: DiffReport,
+    head: str | None,
+    root: Path,
+    recipes: list[Any],
+    python: str | None,
+    trace: bool,
+    out: Path | None,
+    stages: dict[str, list[str]] | None,
+    changed: dict[str, list[str]],
+    config_name: str | None,
+    runtime: Any,
+    compare: bool = True,
+) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """The runtime layers of the recipes in scope, on the change as it will merge (report.merged): (reports,
+    notes by recipe, notes on where they ran). `compare`: the rehearsal runs the base too."""
+    from model_compile.report import merged
+
+    if not recipes:
+        return {}, {}, []
+    where = merged.plan(diff, head, {r.name for r in recipes})
+    with contextlib.ExitStack() as stack:
+        try:
+            folder, tree_notes = stack.enter_context(merged.materialize(where, root, [r.path for r in recipes]))
+        except ValueError as exc:  # the tree cannot be made here (a file the run reads is not in this clone)
+            why = f"runtime layers not run: the tree they would run on could not be made: {exc}"
+            return {}, {r.name: why for r in recipes}, where.notes
+        dirs = {r.name: folder / r.path for r in recipes}
+        questions = {r.name: _question(r, folder / r.path, config_name, changed.get(r.name, [])) for r in recipes}
+        reports, notes = run_hard(
+            dirs,
+            python,
+            trace,
+            out,
+            stages,
+            base_rev=where.base if compare else None,
+            config_name=config_name,
+            questions=questions,
+            runtime=runtime,
+            home=root,
+        )
+        reports = merged.relabel(reports, folder, root)
+    return reports, notes, where.notes + tree_notes

@@ -36,6 +36,13 @@ class MergeView(BaseModel):
         "resolution that keeps the branch's side)",
     )
     both_sides: list[str] = Field(default_factory=list, description="recipes the target and the branch both changed")
+    kinds: dict[str, str] = Field(
+        default_factory=dict,
+        description="each conflicted path's kind, as git names it (content, modify/delete, rename/delete, ...)",
+    )
+    target_changed: list[str] = Field(
+        default_factory=list, description="the paths the target changed since the merge base (what the branch lacks)"
+    )
 
 
 class ChangedFile(BaseModel):

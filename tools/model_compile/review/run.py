@@ -123,7 +123,7 @@ def _as_merge(
         f"({target_commit[:12]})"
     )
     if merge.conflicts:
-        shown = ", ".join(sorted(merge.conflicts)[:6]) + (
+        shown = ", ".join(f"{p} ({merge.conflicts[p]})" for p in sorted(merge.conflicts)[:6]) + (
             f" (+{len(merge.conflicts) - 6} more)" if len(merge.conflicts) > 6 else ""
         )
         notes.append(
@@ -360,6 +360,8 @@ def _merge_view(merge: Merge) -> MergeView:
         clean=merge.clean,
         conflicts=sorted(merge.conflicts),
         both_sides=sorted({r for p in merge.both_sides if (r := recipe_of(p))}),
+        kinds=dict(sorted(merge.conflicts.items())),
+        target_changed=list(merge.target_changed),
     )
 
 

@@ -21,15 +21,18 @@ import model_compile
 from model_compile.hard.env.probe import cache_root
 from model_compile.hard.models import RehearsalFacts
 
-CACHE_VERSION = "rehearsal-base/3"  # 2: the coverage map; 3: the models built, overrides, memory, batches seen, drift
+# 2: the coverage map; 3: the models built, overrides, memory, batches seen, drift; 4: keyed by the files the run
+# reads, code identities of sites, key lists
+CACHE_VERSION = "rehearsal-base/4"
 NO_COMPILE = "the recipe does not compile there"
 
 
-def cache_key(tree: str, recipe_rel: str, options: Any, interpreter: str) -> str:
+def cache_key(reads: str, recipe_rel: str, options: Any, interpreter: str) -> str:
+    """`reads`: the digest of the files the base's run reads (hard.env.worktree.Worktree.digest)."""
     payload = {
         "v": CACHE_VERSION,
         "tool": model_compile.__version__,
-        "tree": tree,
+        "reads": reads,
         "recipe": recipe_rel,
         "options": {k: str(v) for k, v in asdict(options).items() if k != "base"},
         "python": interpreter,
@@ -57,6 +60,15 @@ def save(key: str, facts: RehearsalFacts) -> None:
         tmp.replace(path)
     except OSError:
         pass
+
+
+def left_out_note(rev: str, left_out: list[str]) -> str:
+    """The files of the base's tree this clone lacks, which its run does not read (left out of its folder)."""
+    shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
+    return (
+        f"{len(left_out)} file(s) of the base {rev} are not in this clone ({shown}): left out of its temporary tree, "
+        "as its run does not read them"
+    )
 
 
 _DOCS = (".md", ".rst", ".txt")

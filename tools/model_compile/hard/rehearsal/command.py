@@ -208,19 +208,19 @@ def with_base(
     options: Options,
     flag: str | None,
 ) -> None:
-    """The same rehearsal of `options.base` (cached by its tree) beside the head's, each measure marked."""
-    from dataclasses import replace
-
-    from model_compile.analyze import analyze_path
-    from model_compile.hard.env.worktree import Worktree, resolve, toplevel
+    """The same rehearsal of `options.base` beside the head's, each measure marked. The base's result is cached by
+    what determines it: the blobs of the files its run reads at the base (the recipe folder, the repository's
+    root files, the Python files their imports reach and the other files of those packages), the recipe, the
+    options (stage, backend, steps, overrides, model configs) and the interpreter."""
+    from model_compile.hard.env.worktree import Worktree, relative, resolve, toplevel
     from model_compile.hard.rehearsal import base
 
     rev = str(options.base)
     try:
-        commit, tree = resolve(repo_root, rev)
+        commit, _tree = resolve(repo_root, rev)
         top = toplevel(repo_root)
-        rel = recipe_root.resolve().relative_to(top)
-        rel_repo = repo_root.resolve().relative_to(top)
+        rel = relative(recipe_root, top)
+        rel_repo = relative(repo_root, top)
     except ValueError as exc:
         facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
         return
@@ -236,40 +236,63 @@ def with_base(
         if facts.status == "failed":
             facts.existing = True  # the same run fails at the base: not the change's failure
         return
-    key = base.cache_key(tree, str(rel), options, interp.path)
-    base_facts = base.load(key)
-    if base_facts is not None:
-        facts.notes.append(f"the base's rehearsal is the cached one of tree {tree[:12]} ({base.cache_path(key)})")
-    else:
-        with Worktree(repo_root, commit) as tree_dir:
-            recipe_b = tree_dir / rel
-            exists = recipe_b.is_dir()
-            found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None) if exists else None
-            if not exists:
-                base_facts = rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
-            elif found is not None and found.compile_path == "none":
-                base_facts = rehearsal.not_run(base.NO_COMPILE, label_of(environment))
+    worktree = Worktree(top, commit, reads=[rel], prefix="model-compile-base-")
+    try:
+        with worktree as tree_dir:
+            key = base.cache_key(worktree.digest(), rel, options, interp.path)
+            base_facts = base.load(key)
+            if base_facts is not None:
+                facts.notes.append(
+                    f"the base's rehearsal is the cached one of the {worktree.read_count} file(s) its run reads at "
+                    f"{commit[:12]} ({base.cache_path(key)})"
+                )
             else:
-                say(
-                    f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary "
-                    "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
+                base_facts = _rehearse_base(
+                    tree_dir / rel, tree_dir / rel_repo, rev, commit, interp, env, environment, out_dir, options, flag
                 )
-                _share_compile_cache(out_dir, out_dir / "base")
-                base_facts, _ = execute(
-                    found,
-                    recipe_b,
-                    tree_dir / rel_repo,
-                    interp,
-                    env,
-                    environment,
-                    out_dir / "base",
-                    replace(options, base=None),
-                    flag,
-                )
-        base.save(key, base_facts)
+                base.save(key, base_facts)
+            if worktree.left_out:
+                facts.notes.append(base.left_out_note(rev, worktree.left_out))
+    except ValueError as exc:  # a file the base's run reads is missing from this clone: one line, with the fetch
+        facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
+        return
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
     base.apply(facts, base_facts, rev)
+
+
+def _rehearse_base(
+    recipe_b: Path,
+    repo_b: Path,
+    rev: str,
+    commit: str,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    environment: Environment,
+    out_dir: Path,
+    options: Options,
+    flag: str | None,
+) -> RehearsalFacts:
+    """The base's own rehearsal, in its materialized tree."""
+    from dataclasses import replace
+
+    from model_compile.analyze import analyze_path
+    from model_compile.hard.rehearsal import base
+
+    if not recipe_b.is_dir():
+        return rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
+    found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None)
+    if found is not None and found.compile_path == "none":
+        return rehearsal.not_run(base.NO_COMPILE, label_of(environment))
+    say(
+        f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary tree, for the "
+        "comparison (cached after by the files it reads, so a rerun skips it)"
+    )
+    _share_compile_cache(out_dir, out_dir / "base")
+    facts, _ = execute(
+        found, recipe_b, repo_b, interp, env, environment, out_dir / "base", replace(options, base=None), flag
+    )
+    return facts
 
 
 def _share_compile_cache(head: Path, base: Path) -> None:
