@@ -9,7 +9,6 @@ for every recipe in scope that compiles.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from model_compile.analyze import analyze_path, analyze_tree
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import Report
+from model_compile.report import runtime as hardrun
 from model_compile.report.build import as_untouched, build_change, build_tree, touched_stages
 from model_compile.report.models import ReviewReport
 from model_compile.review.models import DiffReport
@@ -111,102 +111,6 @@ def _branch_base(root: Path) -> tuple[str | None, list[str], str | None]:
         repo.close()
 
 
-def run_hard(
-    recipe_dirs: dict[str, Path],
-    python: str | None,
-    trace: bool,
-    out: Path | None,
-    stages: dict[str, list[str]] | None = None,
-    base_rev: str | None = None,
-    config_name: str | None = None,
-    questions: dict[str, str | None] | None = None,
-    runtime: Any = None,
-    home: Path | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
-    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
-    `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it;
-    `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.questions.question): a recipe
-    whose question an earlier one asked takes that rehearsal's answer instead of running it again. The runtime
-    options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs.
-    `home`: the repository whose environment runs the recipes when they lie in a temporary tree of it."""
-    from model_compile.hard.layers.runner import validate_hard
-
-    overrides = list(getattr(runtime, "config_overrides", None) or [])
-    reports: dict[str, Any] = {}
-    notes = _missing_stage(recipe_dirs, config_name)
-    if overrides:
-        _check_overrides({n: d for n, d in recipe_dirs.items() if n not in notes}, stages, runtime, config_name)
-    asked: dict[str, str] = {}  # question -> the recipe that rehearsed it
-    for name, recipe_dir in recipe_dirs.items():
-        if name in notes:
-            continue
-        if not recipe_dir.is_dir():
-            # the scope came from a git tree (a merge result, --head REV) that has the recipe; this checkout lacks it
-            notes[name] = f"runtime layers not run: {recipe_dir} is not in the tree they run on"
-            continue
-        question = (questions or {}).get(name)
-        first = asked.get(question) if question else None
-        facts = reports[first].rehearsal if first and first in reports else None
-        try:
-            reports[name] = validate_hard(
-                recipe_dir,
-                config_name=config_name,
-                overrides=overrides,
-                trace=trace,
-                out=(out / "hard" / name) if out else None,
-                python=python,
-                stages=(stages or {}).get(name),
-                base_rev=base_rev,
-                answered_by=(f"recipes/{first}", facts) if first and facts is not None and facts.steps else None,
-                model_config=getattr(runtime, "model_config", None),
-                model_configs=dict(getattr(runtime, "model_configs", None) or {}),
-                home=home,
-            )
-        except InputError as exc:
-            notes[name] = f"hard validation refused: {exc}"
-            continue
-        if question and question not in asked:
-            asked[question] = name
-    return reports, notes
-
-
-def _check_overrides(
-    recipe_dirs: dict[str, Path], stages: dict[str, list[str]] | None, runtime: Any, config_name: str | None
-) -> None:
-    """Bad input before anything runs: an override for a key the stage a recipe would rehearse lacks."""
-    from dataclasses import replace
-
-    from model_compile.hard.env.recipe import resolve_recipe
-    from model_compile.hard.rehearsal.command import check_overrides
-
-    for name, recipe_dir in recipe_dirs.items():
-        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
-        found = analyze_path(recipe_root, recipe=None).recipes
-        touched = (stages or {}).get(name)
-        options = replace(runtime, config_name=config_name or (touched[0] if touched else None))
-        check_overrides(found[0] if found else None, recipe_root, repo_root, options)
-
-
-def _missing_stage(recipe_dirs: dict[str, Path], config_name: str | None) -> dict[str, str]:
-    """Recipes in scope without `configs/<config_name>.yaml` (their runtime layers do not run: said so);
-    bad input when no recipe in scope has it."""
-    from model_compile.hard.stages import stage_files
-
-    if not config_name or not recipe_dirs:
-        return {}
-    others = {name: sorted(stage_files(d)) for name, d in recipe_dirs.items()}
-    others = {name: stages for name, stages in others.items() if config_name not in stages}
-    if len(others) == len(recipe_dirs):
-        listed = "; ".join(f"{name}: {', '.join(stages) or 'none'}" for name, stages in sorted(others.items()))
-        raise InputError(f"--config-name {config_name}: no recipe in scope has configs/{config_name}.yaml ({listed})")
-    return {
-        name: f"hard validation not run: --config-name {config_name}: the recipe has no configs/{config_name}.yaml "
-        f"(its stages: {', '.join(stages) or 'none'})"
-        for name, stages in others.items()
-    }
-
-
 def review_path(
     path: Path,
     base: str | None = None,
@@ -293,10 +197,11 @@ def _review_path(
                 why: dict[str, str] = {}
                 if hard:
                     recipes = [r for r in soft.recipes if r.compile_path != "none"]
-                    reports, why, where = _hard_on_change(
-                        diff, head, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
+                    where = hardrun.plan(diff, head, {r.name for r in recipes})
+                    reports, why, said = hardrun.hard_on_change(
+                        where, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
                     )
-                    notes += where
+                    notes += said
                 return build_tree(soft, root, reports, seconds, why, notes, hard_requested=hard)
     started = time.monotonic()
     soft = analyze_path(path)
@@ -305,7 +210,7 @@ def _review_path(
     hard_notes: dict[str, str] = {}
     if hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
+        hard_reports, hard_notes = hardrun.run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
     return build_tree(soft, path, hard_reports, seconds, hard_notes, notes, hard_requested=hard)
 
 
@@ -334,32 +239,19 @@ def _untouched_report(
     runtime_notes: list[str] = []
     if hard and head is not None:  # on the revision (or the merge) as reviewed, whole: nothing to compare with
         recipes = [r for r in soft.recipes if r.compile_path != "none"]
-        hard_reports, hard_notes, runtime_notes = _hard_on_change(
-            diff, head, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
+        where = hardrun.plan(diff, head, {r.name for r in recipes})
+        hard_reports, hard_notes, runtime_notes = hardrun.hard_on_change(
+            where, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
         )
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
+        hard_reports, hard_notes = hardrun.run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
     report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, runtime_notes, hard_requested=hard)
     note = (
         f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only} nor any Python file its run "
         "imports: it is reviewed whole (its findings are existing ones)"
     )
     return as_untouched(report, diff, str(path), note)
-
-
-def _question(recipe: Any, recipe_dir: Path, config_name: str | None, changed: list[str]) -> str | None:
-    """What the recipe's rehearsal asks of the change (None: it is rehearsed on its own)."""
-    from model_compile.hard.env.recipe import resolve_recipe
-    from model_compile.hard.rehearsal import command as rehearse
-
-    try:
-        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
-    except InputError:
-        return None
-    from model_compile.hard.rehearsal.questions import question
-
-    return question(recipe, recipe_root, repo_root, rehearse.Options(config_name=config_name), changed)
 
 
 def _change_report(
@@ -382,59 +274,19 @@ def _change_report(
     hard_notes: dict[str, str] = {}
     runtime_notes: list[str] = []
     if hard:
-        recipes = [r for r in (head_report.recipes if head_report else []) if names is None or r.name in names]
-        touched = {d.name for d in diff.recipes}
+        where = hardrun.plan(diff, head, {d.name for d in diff.recipes})
+        scope, scope_head = diff, head_report
+        if where.kind == "commit" and diff.merge is not None:
+            # the merge conflicts: the branch runs against its merge base, so its scope is that change's
+            scope, scope_head = _diff(root, where.base, where.commit)
+        recipes = [r for r in (scope_head.recipes if scope_head else []) if names is None or r.name in names]
+        touched = {d.name for d in scope.recipes}
         recipes = [r for r in recipes if r.name in touched and r.compile_path != "none"]
-        stages = {d.name: touched_stages(d) for d in diff.recipes}
-        changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
-        hard_reports, hard_notes, runtime_notes = _hard_on_change(
-            diff, head, root, recipes, python, trace, out, stages, changed, config_name, runtime
+        stages = {d.name: touched_stages(d) for d in scope.recipes}
+        changed = {d.name: sorted(d.changed_lines) for d in scope.recipes}
+        hard_reports, hard_notes, runtime_notes = hardrun.hard_on_change(
+            where, root, recipes, python, trace, out, stages, changed, config_name, runtime
         )
     report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
     report.notes += runtime_notes
     return report
-
-
-def _hard_on_change(
-    diff: DiffReport,
-    head: str | None,
-    root: Path,
-    recipes: list[Any],
-    python: str | None,
-    trace: bool,
-    out: Path | None,
-    stages: dict[str, list[str]] | None,
-    changed: dict[str, list[str]],
-    config_name: str | None,
-    runtime: Any,
-    compare: bool = True,
-) -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    """The runtime layers of the recipes in scope, on the change as it will merge (report.merged): (reports,
-    notes by recipe, notes on where they ran). `compare`: the rehearsal runs the base too."""
-    from model_compile.report import merged
-
-    if not recipes:
-        return {}, {}, []
-    where = merged.plan(diff, head, {r.name for r in recipes})
-    with contextlib.ExitStack() as stack:
-        try:
-            folder, tree_notes = stack.enter_context(merged.materialize(where, root, [r.path for r in recipes]))
-        except ValueError as exc:  # the tree cannot be made here (a file the run reads is not in this clone)
-            why = f"runtime layers not run: the tree they would run on could not be made: {exc}"
-            return {}, {r.name: why for r in recipes}, where.notes
-        dirs = {r.name: folder / r.path for r in recipes}
-        questions = {r.name: _question(r, folder / r.path, config_name, changed.get(r.name, [])) for r in recipes}
-        reports, notes = run_hard(
-            dirs,
-            python,
-            trace,
-            out,
-            stages,
-            base_rev=where.base if compare else None,
-            config_name=config_name,
-            questions=questions,
-            runtime=runtime,
-            home=root,
-        )
-        reports = merged.relabel(reports, folder, root)
-    return reports, notes, where.notes + tree_notes

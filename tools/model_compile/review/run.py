@@ -112,6 +112,12 @@ def _as_merge(
         )
         return base_side, head_side, None
     merge = merge_into(repo, target, target_commit, head_commit)
+    if isinstance(merge, str) and revisions.is_shallow(repo) and not repo.merge_base(tc, hc):
+        # comparing the two tips would credit the branch with everything the target did since they parted
+        raise InputError(
+            f"{target} and {head_side.rev} have no merge base in this shallow clone: fetch the history that joins "
+            f"them with {revisions.fetch_line(repo, target)}"
+        )
     if isinstance(merge, str):
         notes.append(
             f"{target} has moved on since the merge base, but the branch is not reviewed as its merge: {merge}"
