@@ -75,6 +75,20 @@ def _diff(root: Path, base: str | None, head: str | None) -> tuple[DiffReport, R
     return diff, head_report
 
 
+def _branch_instead(root: Path, merged: DiffReport) -> tuple[DiffReport, Report | None]:
+    """A merge that conflicts cannot run: the review (static and runtime) is of the branch against its merge base
+    instead, saying so, with each conflict's kind and what the target has since that the review lacks. The merge
+    view stays in the JSON (`merge`)."""
+    assert merged.merge is not None and merged.head.commit is not None
+    where = hardrun.plan(merged, merged.head.rev)
+    diff, head_report = _diff(root, merged.merge.merge_base, merged.head.commit)
+    diff.base.rev = f"{merged.merge.merge_base[:12]} (the merge base with {merged.merge.target})"
+    diff.head.rev = hardrun.branch_name(merged)
+    diff.notes = [n for n in diff.notes if not n.startswith("base is")] + where.notes
+    diff.merge = merged.merge
+    return diff, head_report
+
+
 def _analyze_revision(root: Path, rev: str, only: str | None) -> Report:
     """The soft report of one git revision (read from the object database, no checkout)."""
     import git
@@ -164,6 +178,8 @@ def _review_path(
         started = time.monotonic()
         try:
             diff, head_report = _diff(root, base, head)
+            if hard and diff.merge is not None and not diff.merge.clean and diff.head.commit:
+                diff, head_report = _branch_instead(root, diff)
         except InputError as exc:
             if base or head:
                 raise
@@ -197,7 +213,7 @@ def _review_path(
                 why: dict[str, str] = {}
                 if hard:
                     recipes = [r for r in soft.recipes if r.compile_path != "none"]
-                    where = hardrun.plan(diff, head, {r.name for r in recipes})
+                    where = hardrun.plan(diff, head)
                     reports, why, said = hardrun.hard_on_change(
                         where, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
                     )
@@ -239,7 +255,7 @@ def _untouched_report(
     runtime_notes: list[str] = []
     if hard and head is not None:  # on the revision (or the merge) as reviewed, whole: nothing to compare with
         recipes = [r for r in soft.recipes if r.compile_path != "none"]
-        where = hardrun.plan(diff, head, {r.name for r in recipes})
+        where = hardrun.plan(diff, head)
         hard_reports, hard_notes, runtime_notes = hardrun.hard_on_change(
             where, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
         )
@@ -274,19 +290,15 @@ def _change_report(
     hard_notes: dict[str, str] = {}
     runtime_notes: list[str] = []
     if hard:
-        where = hardrun.plan(diff, head, {d.name for d in diff.recipes})
-        scope, scope_head = diff, head_report
-        if where.kind == "commit" and diff.merge is not None:
-            # the merge conflicts: the branch runs against its merge base, so its scope is that change's
-            scope, scope_head = _diff(root, where.base, where.commit)
-        recipes = [r for r in (scope_head.recipes if scope_head else []) if names is None or r.name in names]
-        touched = {d.name for d in scope.recipes}
+        where = hardrun.plan(diff, head)
+        recipes = [r for r in (head_report.recipes if head_report else []) if names is None or r.name in names]
+        touched = {d.name for d in diff.recipes}
         recipes = [r for r in recipes if r.name in touched and r.compile_path != "none"]
-        stages = {d.name: touched_stages(d) for d in scope.recipes}
-        changed = {d.name: sorted(d.changed_lines) for d in scope.recipes}
+        stages = {d.name: touched_stages(d) for d in diff.recipes}
+        changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
         hard_reports, hard_notes, runtime_notes = hardrun.hard_on_change(
             where, root, recipes, python, trace, out, stages, changed, config_name, runtime
         )
     report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
-    report.notes += runtime_notes
+    report.notes += [n for n in runtime_notes if n not in report.notes and n not in diff.notes]
     return report

@@ -41,13 +41,13 @@ class RuntimeTree:
         return self.kind != "disk"
 
 
-def _listed(paths: list[str], scope: set[str], limit: int = 5) -> str:
-    """The paths in scope first (a recipe's folder), then Python files, then the rest, `limit` of them."""
-    ranked = sorted(paths, key=lambda p: (not any(p.startswith(f"recipes/{s}/") for s in scope), not p.endswith(".py")))
+def _listed(paths: list[str], limit: int = 5) -> str:
+    """Python files first (what a run may import), then the rest, `limit` of them."""
+    ranked = sorted(paths, key=lambda p: (not p.endswith(".py"), p))
     return ", ".join(ranked[:limit]) + (f" and {len(ranked) - limit} more" if len(ranked) > limit else "")
 
 
-def plan(diff: DiffReport, head: str | None, recipes: set[str]) -> RuntimeTree:
+def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
     """Where the runtime layers of this change run (see the module's docstring)."""
     merge = diff.merge
     head_rev = diff.head.rev
@@ -67,8 +67,8 @@ def plan(diff: DiffReport, head: str | None, recipes: set[str]) -> RuntimeTree:
         kinds = ", ".join(f"{p} ({merge.kinds.get(p, 'content')})" for p in merge.conflicts[:6])
         more = f" and {len(merge.conflicts) - 6} more" if len(merge.conflicts) > 6 else ""
         lacks = (
-            f"; {merge.target} has {merge.ahead} commit(s) since, which this run lacks "
-            f"({len(merge.target_changed)} file(s): {_listed(merge.target_changed, recipes)})"
+            f"; {merge.target} has {merge.ahead} commit(s) since, which this review lacks "
+            f"({len(merge.target_changed)} file(s): {_listed(merge.target_changed)})"
             if merge.target_changed
             else ""
         )
@@ -77,8 +77,8 @@ def plan(diff: DiffReport, head: str | None, recipes: set[str]) -> RuntimeTree:
             base=merge.merge_base,
             commit=diff.head.commit,
             notes=[
-                f"the merge into {merge.target} conflicts in {len(merge.conflicts)} file(s): {kinds}{more}. The "
-                f"runtime layers ran on the branch ({_short(head_rev, merge.target)}, {diff.head.commit[:12]}) "
+                f"the merge into {merge.target} conflicts in {len(merge.conflicts)} file(s): {kinds}{more}. So the "
+                f"review, static and runtime, is of the branch ({branch_name(diff)}, {diff.head.commit[:12]}) "
                 f"against its merge base {merge.merge_base[:12]} instead{lacks}"
             ],
         )
@@ -109,6 +109,11 @@ def plan(diff: DiffReport, head: str | None, recipes: set[str]) -> RuntimeTree:
 def _short(head_rev: str, target: str) -> str:
     """The branch's name as given (the merge view names the head `X merged into T`)."""
     return head_rev.removesuffix(f" merged into {target}")
+
+
+def branch_name(diff: DiffReport) -> str:
+    """The head as named, without the merge view's ` merged into T`."""
+    return _short(diff.head.rev, diff.merge.target) if diff.merge is not None else diff.head.rev
 
 
 @contextlib.contextmanager
