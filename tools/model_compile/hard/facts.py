@@ -191,6 +191,11 @@ class RehearsalFacts(BaseModel):
         default_factory=list, description="lines of code that fixed a size to a constant (each new size recompiles)"
     )
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
+    code_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="each repository file:line the sites mention -> the statement there (file, scope, its text, "
+        "which of the equal ones): head and base sites are compared by it, so a statement that moved is the same",
+    )
     graph_break_count: int = Field(default=0, description="graph breaks in the compiled twin's trace, rank 0")
     graph_break_site_count: int = Field(default=0, description="distinct file:line sites of those breaks")
     ranks: list[str] = Field(default_factory=list, description="per rank: graphs, recompiles, limit hits")

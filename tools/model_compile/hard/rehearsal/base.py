@@ -20,6 +20,7 @@ import yaml
 import model_compile
 from model_compile.hard.env.probe import cache_root
 from model_compile.hard.models import RehearsalFacts
+from model_compile.hard.rehearsal.reading.identity import canon
 
 # 2: the coverage map; 3: the models built, overrides, memory, batches seen, drift; 4: keyed by the files the run
 # reads, code identities of sites, key lists
@@ -123,12 +124,23 @@ def only_the_switch(top: Path, commit: str) -> list[str] | None:
 
 
 def _frames(facts: RehearsalFacts) -> dict[str, str]:
-    out: dict[str, str] = {}
+    """{frame hitting the recompile limit, by code identity: (as named, where)}."""
+    out: dict[str, tuple[str, str]] = {}
     for step in facts.steps:
         for hit in step.limit_hits:
             frame = hit.split(" last reason", 1)[0].split("function: ", 1)[-1]
-            out.setdefault(frame, f"optimizer step {step.step}")
-    return out
+            out.setdefault(canon(frame, facts.code_ids), (frame, f"optimizer step {step.step}"))
+    return {key: f"{frame}\0{where}" for key, (frame, where) in out.items()}
+
+
+def _named(value: str) -> tuple[str, str]:
+    frame, _, where = value.partition("\0")
+    return frame, where
+
+
+def _sites(facts: RehearsalFacts) -> dict[str, str]:
+    """{graph-break site by code identity: the site as named}."""
+    return {canon(g.site, facts.code_ids): g.site for g in facts.graph_break_sites}
 
 
 def _mark(head: bool, base: bool) -> str:
@@ -147,12 +159,14 @@ def _parity_failed(facts: RehearsalFacts) -> bool:
     return bool(facts.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in facts.problems)
 
 
-def _recompiles(facts: RehearsalFacts) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _recompiles(facts: RehearsalFacts) -> dict[str, tuple[str, int]]:
+    """{recompiled frame by code identity: (as named, new variants)}."""
+    out: dict[str, tuple[str, int]] = {}
     for step in facts.steps:
         for r in step.recompiles:
             frame = r.split(": ", 1)[0]
-            out[frame] = out.get(frame, 0) + 1
+            key = canon(frame, facts.code_ids)
+            out[key] = (frame, out.get(key, (frame, 0))[1] + 1)
     return out
 
 
@@ -172,19 +186,23 @@ def regressions(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
         and base.compiled_share is not None
         and head.compiled_share > base.compiled_share + coverage.LOST
     )
-    base_sites = {g.site for g in base.graph_break_sites}
+    base_sites = set(_sites(base))
     if not grew:
         for g in head.graph_break_sites:
-            if g.site not in base_sites:
+            key = canon(g.site, head.code_ids)
+            if key not in base_sites:
                 out.append(f"new graph-break site {g.site} ({g.count}x): {g.reason.splitlines()[0][:160]}")
-                base_sites.add(g.site)
+                base_sites.add(key)
     hf, bf = _frames(head), _frames(base)
-    out += [f"new recompile-limit hit in {frame} ({hf[frame]})" for frame in sorted(set(hf) - set(bf))]
+    out += [
+        f"new recompile-limit hit in {_named(hf[key])[0]} ({_named(hf[key])[1]})" for key in sorted(set(hf) - set(bf))
+    ]
     hr, br = _recompiles(head), _recompiles(base)
     if head.recompile_count > base.recompile_count:
-        for frame, n in sorted(hr.items()):
-            if n > br.get(frame, 0):
-                out.append(f"{n - br.get(frame, 0)} new recompile(s) in {frame} ({br.get(frame, 0)} at the base)")
+        for key, (frame, n) in sorted(hr.items()):
+            before = br.get(key, (frame, 0))[1]
+            if n > before:
+                out.append(f"{n - before} new recompile(s) in {frame} ({before} at the base)")
     if _parity_failed(head) and not _parity_failed(base):
         out.append("parity out of the bound (within it at the base)")
     for name, text in head.keys.items():
@@ -238,18 +256,25 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
     out += [f"{line} - new with the change" for line in lost]
     out += [f"{line} - gone with the change" for line in coverage.moved_out(head, base)]
     hf, bf = _frames(head), _frames(base)
-    for frame in sorted(set(hf) | set(bf)):
-        gone = frame in bf and frame not in hf and lost
+    for key in sorted(set(hf) | set(bf)):
+        frame = _named(hf.get(key) or bf[key])[0]
+        gone = key in bf and key not in hf and lost
         note = " (not an improvement: part of the model stopped compiling, see the compiled share)" if gone else ""
-        out.append(f"recompile-limit hit in {frame}{note} - {_mark(frame in hf, frame in bf)}")
-    hs = {g.site for g in head.graph_break_sites}
-    bs = {g.site for g in base.graph_break_sites}
-    for label, sites in (("new with the change", sorted(hs - bs)), ("gone with the change", sorted(bs - hs))):
+        out.append(f"recompile-limit hit in {frame}{note} - {_mark(key in hf, key in bf)}")
+    hs, bs = _sites(head), _sites(base)
+    for label, sites in (
+        ("new with the change", sorted(hs[k] for k in set(hs) - set(bs))),
+        ("gone with the change", sorted(bs[k] for k in set(bs) - set(hs))),
+    ):
         if sites:
             shown = ", ".join(site.replace("library ", "") for site in sites[:3]) + (
                 f", +{len(sites) - 3} more" if len(sites) > 3 else ""
             )
             out.append(f"{len(sites)} graph-break site(s) ({shown}) - {label}")
+    moved = sorted(f"{bs[k]} -> {hs[k]}" for k in set(hs) & set(bs) if hs[k] != bs[k])
+    if moved:
+        shown = ", ".join(moved[:3]) + (f", +{len(moved) - 3} more" if len(moved) > 3 else "")
+        out.append(f"{len(moved)} graph-break site(s) only moved with the change (the same statement): {shown}")
     out.append(
         f"graph breaks: head {head.graph_break_count} at {head.graph_break_site_count} site(s), base "
         f"{base.graph_break_count} at {base.graph_break_site_count}"
