@@ -154,6 +154,19 @@ class RehearsalFacts(BaseModel):
         default_factory=dict, description="state_dict / parameters / dcp: unchanged or what changed"
     )
     key_failures: list[str] = Field(default_factory=list)
+    key_lists: dict[str, list[str]] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="the keys of each checkpoint form (parameters, state_dict, dcp, optimizer, optimizer_by_name) "
+        "on rank 0, compared with the base's (kept in the base's cache, not in the report)",
+    )
+    keys_across: list[str] = Field(
+        default_factory=list,
+        description="how the keys differ from the base's, form by form, and the save/resume path that breaks",
+    )
+    keys_documented: str | None = Field(
+        default=None, description="the change's `# model-compile: keys - <reason>` comment (file:line: reason)"
+    )
     steps: list[RehearsalStep] = Field(default_factory=list)
     recompile_frames: list[str] = Field(
         default_factory=list, description="'<n> recompile(s) in <frame> (last guard: ...)', most first"

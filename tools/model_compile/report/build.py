@@ -109,6 +109,16 @@ def _verdict(
             f"(first {first.rule} at {first.file}:{first.line})"
         )
         errors = []
+    introduced_first = [
+        r for r in rows if r.status in ("failed", "timeout") and r.existing is not True and r.name != "soft"
+    ]
+    if errors and diff is not None and introduced_first and not any(f.status == "new" for f in errors):
+        # the change's own failure leads; the error findings the base already has follow, said as such
+        r, first = introduced_first[0], errors[0]
+        return "needs changes", (
+            f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + f"; also {len(errors)} existing "
+            f"error finding(s), not introduced by this change (first {first.rule} at {first.file}:{first.line})"
+        )
     if errors:
         new = [f for f in errors if f.status == "new"]
         first = (new or errors)[0]

@@ -57,7 +57,9 @@ def save(key: str, facts: RehearsalFacts) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(facts.model_dump_json(indent=2), encoding="utf-8")
+        data = facts.model_dump(mode="json")
+        data["key_lists"] = facts.key_lists  # left out of reports, needed to compare a later head's keys
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
         tmp.replace(path)
     except OSError:
         pass
@@ -205,10 +207,33 @@ def regressions(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
                 out.append(f"{n - before} new recompile(s) in {frame} ({before} at the base)")
     if _parity_failed(head) and not _parity_failed(base):
         out.append("parity out of the bound (within it at the base)")
+    if head.keys_across and not head.keys_documented:
+        out.append("keys differ from the base's: " + "; ".join(head.keys_across))
     for name, text in head.keys.items():
         if "unchanged" not in text and "unchanged" in base.keys.get(name, "unchanged"):
             out.append(f"{name} keys changed: {text}")
     return out
+
+
+def read_keys(
+    head: RehearsalFacts, base: RehearsalFacts, repo_root: Path, recipe_root: Path, changed: list[str]
+) -> None:
+    """The head's keys against the base's (hard.rehearsal.reading.keys), read in the head's tree: each form that
+    differs, with the repository's save/resume path it breaks, and the change's documentation of it."""
+    from model_compile.hard.rehearsal.reading import keys
+
+    differ = keys.across(head.key_lists, base.key_lists)
+    if not differ:
+        return
+    calls = keys.checkpoint_calls(repo_root, recipe_root)
+    said: set[str] = set()
+    lines = []
+    for form, text in differ.items():
+        broken = keys.breaks(form, calls)
+        lines.append(text + (f"; {broken}" if broken and broken not in said else ""))
+        said.add(broken)
+    head.keys_across = lines
+    head.keys_documented = keys.documented(repo_root, changed)
 
 
 def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
@@ -217,8 +242,12 @@ def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
     head.regressions = regressions(head, base)
     if head.regressions and head.status in ("passed", "failed"):
         head.status = "failed"
-        head.problems = [f"new with the change: {p}" for p in head.regressions] + head.problems
-        more = f" (+{len(head.problems) - 1} more problem(s), listed with it)" if len(head.problems) > 1 else ""
+        own = list(head.problems)
+        head.problems = [f"new with the change: {p}" for p in head.regressions] + own
+        more = f" (+{len(head.regressions) - 1} more new with the change)" if len(head.regressions) > 1 else ""
+        if own:
+            at_base = " (the base fails too)" if _ran(base) and base.status == "failed" else ""
+            more += f"; {len(own)} other problem(s) of the head{at_base}, listed with it, first: {own[0]}"
         head.reason = head.problems[0] + more
         head.existing = False
     elif head.status == "failed" and _ran(base) and base.status == "failed":
@@ -230,8 +259,9 @@ def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
         head.existing = False
 
 
-def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
-    """Each measure of the head beside the base's, marked."""
+def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str, cached: bool = False) -> list[str]:
+    """Each measure of the head beside the base's, marked. `cached`: the base's rehearsal came from the cache (it
+    ran in an earlier review, not after the head in this one)."""
     if base.status == "not-run" and base.reason == NO_COMPILE:
         return [
             f"the base ({rev}) does not compile this recipe: everything the compiled run measured is new with the change"
@@ -246,6 +276,14 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
             out.append(f"{name} keys: {h if changed_h else b} - {_mark(changed_h, changed_b)}")
     h_fail = bool(head.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in head.problems)
     b_fail = bool(base.parity_rule) and any(p.startswith(("gradients differ", "loss differs")) for p in base.problems)
+    if head.keys_across:
+        said = (
+            f"documented by the change ({head.keys_documented}): reported, not failed"
+            if head.keys_documented
+            else "new with the change (a rename is needs changes unless the change documents it: a "
+            "`# model-compile: keys - <reason>` comment)"
+        )
+        out += [f"keys across the change: {line} - {said}" for line in head.keys_across]
     out.append(
         "parity: "
         + ("outside the bound - " + _mark(h_fail, b_fail) if h_fail or b_fail else "within the bound on both")
@@ -290,8 +328,13 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> list[str]:
             f"compiled share of the forward work: head {head.compiled_share:.0%}, base {base.compiled_share:.0%}"
         )
     if head.first_step_s is not None and base.first_step_s is not None:
+        shared = (
+            "; the base's run reused the compiled kernels of the head's Inductor cache, so its first step is no "
+            "cold start"
+            if head.backend == "inductor" and not cached
+            else ""
+        )
         out.append(
-            f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model; the base "
-            "reused the head's Inductor cache when it ran after it)"
+            f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model{shared})"
         )
     return out

@@ -241,6 +241,7 @@ def with_base(
         with worktree as tree_dir:
             key = base.cache_key(worktree.digest(), rel, options, interp.path)
             base_facts = base.load(key)
+            cached = base_facts is not None
             if base_facts is not None:
                 facts.notes.append(
                     f"the base's rehearsal is the cached one of the {worktree.read_count} file(s) its run reads at "
@@ -257,7 +258,9 @@ def with_base(
         facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
         return
     facts.base, facts.base_rev = base_facts, rev
-    facts.versus_base = base.versus(facts, base_facts, rev)
+    changed = sorted(changed_lines(repo_root, rev))
+    base.read_keys(facts, base_facts, repo_root, recipe_root, changed)
+    facts.versus_base = base.versus(facts, base_facts, rev, cached=cached)
     base.apply(facts, base_facts, rev)
 
 
