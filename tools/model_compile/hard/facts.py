@@ -200,6 +200,10 @@ class RehearsalFacts(BaseModel):
         default_factory=list, description="the change's hunks in files the run imports, and whether they ran"
     )
     changed_note: str | None = Field(default=None, description="how the changed lines were counted, what is unknown")
+    changed_imported: dict[str, bool] = Field(
+        default_factory=dict,
+        description="each changed Python file (from the repository root): whether the rehearsal's run imported it",
+    )
     specialized: list[str] = Field(
         default_factory=list, description="lines of code that fixed a size to a constant (each new size recompiles)"
     )

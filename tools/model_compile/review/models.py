@@ -82,6 +82,11 @@ class ImportedChange(BaseModel):
         description="the side whose imports `via` is read on: base for a file the head no longer has"
     )
     code_changed: bool = Field(description="false: only comments, blank lines or docstrings changed")
+    conditions: list[str] = Field(
+        default_factory=list,
+        description="the `if`s along `via` an import sits under (`importer: if <test> (line N)`): the file is "
+        "imported only when they hold",
+    )
     reason: str = Field(description="`<file> is imported by recipes/<name> through <via>`, in words")
 
 
