@@ -233,6 +233,12 @@ class RehearsalFacts(BaseModel):
         description="of the wall, the fork server's start: the interpreter and one import of torch and "
         "transformers that every twin shares (None: each rank started a process of its own)",
     )
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="where the wall went, in seconds: server (the fork server's start), each twin (reference, "
+        "eager, compiled: its ranks from fork to exit), read (the parent reading records and the trace), trials "
+        "(the fixes' reruns), base (the base's rehearsal, 0 when cached)",
+    )
     peak_rss_mb: float | None = None
     cpu_s: float | None = Field(
         default=None, description="CPU seconds of every child (steadier than wall on a shared machine)"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,8 +139,10 @@ def execute(
     out_dir: Path,
     options: Options,
     flag: str | None,
+    trial_fixes: bool = True,
 ) -> tuple[RehearsalFacts, str]:
-    """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed."""
+    """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed. `trial_fixes`:
+    rerun the fixes that can be applied at run time (a base's rehearsal does not: only the head's fixes count)."""
     label = label_of(environment)
     base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {flag}" if flag else "")
     if recipe is None:
@@ -168,13 +171,21 @@ def execute(
             facts = single
             used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
-    if facts.fixes:
+    if facts.fixes and trial_fixes:
         from model_compile.hard.rehearsal import trials
 
+        started = time.monotonic()
         trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s)
+        facts.timings["trials"] = round(time.monotonic() - started, 2)
         rehearsal.write_summary(facts, used_dir)
+    elif facts.fixes:
+        for fix in facts.fixes:
+            if fix.override and fix.tried == "not tried" and not fix.reason:
+                fix.reason = "not tried: the base's fixes are not the change's (only the head's are rerun)"
     if options.base:
+        started = time.monotonic()
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
+        facts.timings["base"] = round(time.monotonic() - started, 2)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
 
@@ -293,7 +304,16 @@ def _rehearse_base(
     )
     _share_compile_cache(out_dir, out_dir / "base")
     facts, _ = execute(
-        found, recipe_b, repo_b, interp, env, environment, out_dir / "base", replace(options, base=None), flag
+        found,
+        recipe_b,
+        repo_b,
+        interp,
+        env,
+        environment,
+        out_dir / "base",
+        replace(options, base=None),
+        flag,
+        trial_fixes=False,
     )
     return facts
 
