@@ -461,7 +461,7 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
     seen: list[str] = []
     monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)  # a base that differs in code
     monkeypatch.setattr(base, "load", lambda key: seen.append(key) or cached)
-    monkeypatch.setattr(command, "_rehearse_base", lambda *args: pytest.fail("the cached base ran again"))
+    monkeypatch.setattr("model_compile.hard.rehearsal.beside._rehearse_base", lambda *a: pytest.fail("ran again"))
     head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
     env = Environment(python="3.11", executable="python", label="cpu-only")
     interp = Interpreter(path=sys.executable, source="tool", reason="test")
@@ -500,7 +500,7 @@ def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_std
     monkeypatch.setattr("model_compile.hard.env.worktree.Worktree", _tree_at(top))
     found = SimpleNamespace(recipes=[SimpleNamespace(compile_path=compile_path)])
     monkeypatch.setattr("model_compile.analyze.analyze_path", lambda path, recipe=None: found)
-    monkeypatch.setattr(command, "execute", lambda *args: (ran, "cmd"))
+    monkeypatch.setattr(command, "execute", lambda *args, **kwargs: (ran, "cmd"))
     head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
     env = Environment(python="3.11", executable="python", label="cpu-only")
     interp = Interpreter(path=sys.executable, source="tool", reason="test")

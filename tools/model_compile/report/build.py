@@ -23,6 +23,7 @@ from model_compile.report.models import (
 )
 from model_compile.report.sections import (
     compile_path_section,
+    imports_as_run,
     imports_lead,
     neutral_lead,
     performance_section,
@@ -232,7 +233,7 @@ def recipe_section(
         name=recipe.name,
         path=recipe.path,
         change=diff.status if diff is not None else None,
-        imports=_imports_as_run(diff, hard),
+        imports=imports_as_run(diff, hard),
         changed_lines=dict(diff.changed_lines) if diff is not None else {},
         code_changed=diff.code_changed if diff is not None else None,
         both_sides=diff.both_sides if diff is not None else False,
@@ -432,24 +433,6 @@ def build_change(
         )
     _overall(report)
     return report
-
-
-def _imports_as_run(diff: RecipeDiff | None, hard: Any) -> list[Any]:
-    """The changed files the recipe's run imports (read statically), each with the rehearsal's record of it when
-    its run counted the changed files: imported or not."""
-    if diff is None:
-        return []
-    facts = getattr(hard, "rehearsal", None)
-    record = getattr(facts, "changed_imported", None) or {}
-    out = []
-    for item in diff.imports:
-        ran = record.get(item.path)
-        if ran is None:
-            out.append(item)
-            continue
-        said = "the rehearsal's run imported it" if ran else "the rehearsal's run did not import it"
-        out.append(item.model_copy(update={"reason": f"{item.reason} ({said})"}))
-    return out
 
 
 def _rev(r: Any) -> str:

@@ -289,3 +289,18 @@ def changed_lines(top: Path, commit: str, suffix: str = ".py") -> dict[str, list
                 continue
             out[path] = list(range(1, n + 1))
     return {p: sorted(set(v)) for p, v in out.items()}
+
+
+def since(repo_root: Path, rev: str) -> dict[str, list[int]]:
+    """The Python lines the work tree changed against REV, by path from `repo_root` (the folder holding the
+    recipes, which may lie below the git root); empty when git cannot say."""
+    try:
+        commit, _ = resolve(repo_root, rev)
+        top = toplevel(repo_root)
+        prefix = relative(repo_root, top)
+        found = changed_lines(top, commit)
+    except (ValueError, OSError):
+        return {}
+    if not prefix:
+        return found
+    return {p[len(prefix) + 1 :]: v for p, v in found.items() if p.startswith(prefix + "/")}

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from model_compile.errors import InputError
-from model_compile.hard.console import say
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
@@ -153,8 +152,14 @@ def execute(
         return rehearsal.not_run(str(exc), label), base_cmd
     extra = extra_flags(options)
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
+    job = None
     if options.base:
-        planned.spec["changed_lines"] = changed_lines(repo_root, options.base)
+        from model_compile.hard.env.worktree import since
+        from model_compile.hard.rehearsal import beside
+
+        planned.spec["changed_lines"] = since(repo_root, options.base)
+        # the base's rehearsal runs beside the head's (its own processes): the two use the machine's cores together
+        job = beside.start(recipe_root, repo_root, interp, env, environment, out_dir, options, flag, execute)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
     used, used_dir = planned, out_dir
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
@@ -182,30 +187,12 @@ def execute(
         for fix in facts.fixes:
             if fix.override and fix.tried == "not tried" and not fix.reason:
                 fix.reason = "not tried: the base's fixes are not the change's (only the head's are rerun)"
-    if options.base:
-        started = time.monotonic()
-        with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
-        facts.timings["base"] = round(time.monotonic() - started, 2)
+    if job is not None:
+        from model_compile.hard.rehearsal import beside
+
+        beside.finish(facts, job, repo_root, recipe_root)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
-
-
-def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:
-    """The Python lines the work tree changed against REV, by path from the repository root (the rehearsal
-    counts whether each ran); empty when git cannot say."""
-    from model_compile.hard.env.worktree import changed_lines as diff_lines
-    from model_compile.hard.env.worktree import resolve, toplevel
-
-    try:
-        commit, _ = resolve(repo_root, rev)
-        top = toplevel(repo_root)
-        prefix = repo_root.resolve().relative_to(top.resolve()).as_posix()
-        found = diff_lines(top, commit)
-    except (ValueError, OSError):
-        return {}
-    if prefix in ("", "."):
-        return found
-    return {p[len(prefix) + 1 :]: v for p, v in found.items() if p.startswith(prefix + "/")}
 
 
 def with_base(
@@ -219,117 +206,11 @@ def with_base(
     options: Options,
     flag: str | None,
 ) -> None:
-    """The same rehearsal of `options.base` beside the head's, each measure marked. The base's result is cached by
-    what determines it: the blobs of the files its run reads at the base (the recipe folder, the repository's
-    root files, the Python files their imports reach and the other files of those packages), the recipe, the
-    options (stage, backend, steps, overrides, model configs) and the interpreter."""
-    from model_compile.hard.env.worktree import Worktree, relative, resolve, toplevel
-    from model_compile.hard.rehearsal import base
+    """The same rehearsal of `options.base` beside the head's, each measure marked (hard.rehearsal.beside)."""
+    from model_compile.hard.rehearsal import beside
 
-    rev = str(options.base)
-    try:
-        commit, _tree = resolve(repo_root, rev)
-        top = toplevel(repo_root)
-        rel = relative(recipe_root, top)
-        rel_repo = relative(repo_root, top)
-    except ValueError as exc:
-        facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
-        return
-    same = base.only_the_switch(top, commit)
-    if same is not None:
-        what = f"only in {', '.join(same[:4])}{' ...' if len(same) > 4 else ''}" if same else "in no file"
-        facts.base_rev = rev
-        facts.versus_base = [
-            f"the base ({rev}) differs from what was rehearsed {what}: documentation, comments or docstrings, or a "
-            "stage's compile switch, which the rehearsal sets itself, so the base's rehearsal would be this same run "
-            "(not run again): nothing is new with the change, everything measured here is already there at the base"
-        ]
-        if facts.status == "failed":
-            facts.existing = True  # the same run fails at the base: not the change's failure
-        return
-    worktree = Worktree(top, commit, reads=[rel], prefix="model-compile-base-")
-    try:
-        with worktree as tree_dir:
-            key = base.cache_key(worktree.digest(), rel, options, interp.path)
-            base_facts = base.load(key)
-            cached = base_facts is not None
-            if base_facts is not None:
-                facts.notes.append(
-                    f"the base's rehearsal is the cached one of the {worktree.read_count} file(s) its run reads at "
-                    f"{commit[:12]} ({base.cache_path(key)})"
-                )
-            else:
-                base_facts = _rehearse_base(
-                    tree_dir / rel, tree_dir / rel_repo, rev, commit, interp, env, environment, out_dir, options, flag
-                )
-                base.save(key, base_facts)
-            if worktree.left_out:
-                facts.notes.append(base.left_out_note(rev, worktree.left_out))
-    except ValueError as exc:  # a file the base's run reads is missing from this clone: one line, with the fetch
-        facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
-        return
-    facts.base, facts.base_rev = base_facts, rev
-    changed = sorted(changed_lines(repo_root, rev))
-    base.read_keys(facts, base_facts, repo_root, recipe_root, changed)
-    facts.versus_base = base.versus(facts, base_facts, rev, cached=cached)
-    base.apply(facts, base_facts, rev)
-
-
-def _rehearse_base(
-    recipe_b: Path,
-    repo_b: Path,
-    rev: str,
-    commit: str,
-    interp: interpreter.Interpreter,
-    env: dict[str, str],
-    environment: Environment,
-    out_dir: Path,
-    options: Options,
-    flag: str | None,
-) -> RehearsalFacts:
-    """The base's own rehearsal, in its materialized tree."""
-    from dataclasses import replace
-
-    from model_compile.analyze import analyze_path
-    from model_compile.hard.rehearsal import base
-
-    if not recipe_b.is_dir():
-        return rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
-    found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None)
-    if found is not None and found.compile_path == "none":
-        return rehearsal.not_run(base.NO_COMPILE, label_of(environment))
-    say(
-        f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary tree, for the "
-        "comparison (cached after by the files it reads, so a rerun skips it)"
-    )
-    _share_compile_cache(out_dir, out_dir / "base")
-    facts, _ = execute(
-        found,
-        recipe_b,
-        repo_b,
-        interp,
-        env,
-        environment,
-        out_dir / "base",
-        replace(options, base=None),
-        flag,
-        trial_fixes=False,
-    )
-    return facts
-
-
-def _share_compile_cache(head: Path, base: Path) -> None:
-    """The base's rehearsal reuses the head's Inductor cache (what compiles the same on both sides is not compiled
-    again); its first-step time is then no cold-start figure, and the comparison says so."""
-    cache = head / "inductor-cache"
-    link = base / "inductor-cache"
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        base.mkdir(parents=True, exist_ok=True)
-        if not link.exists() and not link.is_symlink():
-            link.symlink_to(cache, target_is_directory=True)
-    except OSError:
-        pass
+    job = beside.start(recipe_root, repo_root, interp, env, environment, out_dir, options, flag, execute, wait=True)
+    beside.finish(facts, job, repo_root, recipe_root)
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:

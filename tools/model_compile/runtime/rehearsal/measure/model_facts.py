@@ -31,8 +31,11 @@ def optimizer_keys(model: Any, optimizer: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if optimizer is None or model is None:
         return {"optimizer_error": "no optimizer step was seen"}
-    by_id = {id(p): n for n, p in model.named_parameters()}
-    out["optimizer_by_name"] = sorted(by_id.get(id(p), "?") for p in optimizer.state)
+    try:  # an instrument: it never changes the run's outcome
+        by_id = {id(p): n for n, p in model.named_parameters()}
+        out["optimizer_by_name"] = sorted(by_id.get(id(p), "?") for p in optimizer.state)
+    except Exception as exc:  # noqa: BLE001 - said in the record
+        return {"optimizer_error": f"{type(exc).__name__}: {exc}"[:300]}
     try:
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
