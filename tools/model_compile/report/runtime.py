@@ -60,7 +60,9 @@ def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
             notes=[
                 f"the runtime layers ran on the merge result of {_short(head_rev, merge.target)} into {merge.target} "
                 f"(git merge-tree, in a temporary tree), and the base's on {merge.target}'s tip "
-                f"{merge.target_commit[:12]}"
+                f"{merge.target_commit[:12]}; their commands name the files as the merge has them: run them on a "
+                f"checkout of it (`git checkout --detach {merge.target_commit[:12]} && git merge --no-edit "
+                f"{diff.head.commit[:12]}`)"
             ],
         )
     if merge is not None and diff.head.commit:
@@ -89,7 +91,8 @@ def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
             commit=diff.head.commit,
             notes=[
                 f"the runtime layers ran on {head_rev} ({diff.head.commit[:12]}, in a temporary tree) against "
-                f"{diff.base.rev}"
+                f"{diff.base.rev}; their commands name the files as {head_rev} has them (`git checkout {head_rev}` "
+                "to run one)"
             ],
         )
     notes = []

@@ -176,11 +176,16 @@ def execute(
             facts = single
             used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
+    if job is not None:  # the base ran beside the head's run: joined before the fixes, which it decides on
+        from model_compile.hard.rehearsal import beside
+
+        beside.finish(facts, job, repo_root, recipe_root)
     if facts.fixes and trial_fixes:
-        from model_compile.hard.rehearsal import trials
+        from model_compile.hard.rehearsal import beside, trials
 
         started = time.monotonic()
-        trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s)
+        skip = beside.fixes_at_the_base(facts, recipe_root) if job is not None else {}
+        trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s, skip=skip)
         facts.timings["trials"] = round(time.monotonic() - started, 2)
         rehearsal.write_summary(facts, used_dir)
     elif facts.fixes:
@@ -188,9 +193,6 @@ def execute(
             if fix.override and fix.tried == "not tried" and not fix.reason:
                 fix.reason = "not tried: the base's fixes are not the change's (only the head's are rerun)"
     if job is not None:
-        from model_compile.hard.rehearsal import beside
-
-        beside.finish(facts, job, repo_root, recipe_root)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
 
