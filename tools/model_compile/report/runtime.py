@@ -68,22 +68,17 @@ def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
     if merge is not None and diff.head.commit:
         kinds = ", ".join(f"{p} ({merge.kinds.get(p, 'content')})" for p in merge.conflicts[:6])
         more = f" and {len(merge.conflicts) - 6} more" if len(merge.conflicts) > 6 else ""
-        lacks = (
-            f"; {merge.target} has {merge.ahead} commit(s) since, which this review lacks "
-            f"({len(merge.target_changed)} file(s): {_listed(merge.target_changed)})"
-            if merge.target_changed
-            else ""
-        )
-        return RuntimeTree(
-            "commit",
-            base=merge.merge_base,
-            commit=diff.head.commit,
-            notes=[
-                f"the merge into {merge.target} conflicts in {len(merge.conflicts)} file(s): {kinds}{more}. So the "
-                f"review, static and runtime, is of the branch ({branch_name(diff)}, {diff.head.commit[:12]}) "
-                f"against its merge base {merge.merge_base[:12]} instead{lacks}"
-            ],
-        )
+        notes = [
+            f"the merge into {merge.target} conflicts in {len(merge.conflicts)} file(s): {kinds}{more}; so the "
+            f"review, static and runtime, is of the branch ({branch_name(diff)}, {diff.head.commit[:12]}) against "
+            f"its merge base {merge.merge_base[:12]} instead"
+        ]
+        if merge.target_changed:
+            notes.append(
+                f"{merge.target} has {merge.ahead} commit(s) since the merge base, which this review lacks "
+                f"({len(merge.target_changed)} file(s): {_listed(merge.target_changed)})"
+            )
+        return RuntimeTree("commit", base=merge.merge_base, commit=diff.head.commit, notes=notes)
     if head is not None and diff.head.commit:
         return RuntimeTree(
             "commit",
