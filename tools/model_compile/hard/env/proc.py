@@ -5,10 +5,24 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+_LOCAL = threading.local()
+
+
+def cancel_with(event: threading.Event | None) -> None:
+    """The event that ends this thread's ranks (a run in a thread of its own, the base's beside the head's: the
+    main thread sets it when it is interrupted, since signals reach the main thread only)."""
+    _LOCAL.cancel = event
+
+
+def cancelled() -> bool:
+    event = getattr(_LOCAL, "cancel", None)
+    return event is not None and event.is_set()
 
 
 @dataclass
@@ -148,6 +162,7 @@ def run_ranks(
             if bad and failed_at is None:
                 failed_at = now
             short = watch({i: p.pid for i, p in enumerate(procs) if codes[i] is None}) if watch else None
+            short = "interrupted" if cancelled() else short
             if short:
                 for i, p in enumerate(procs):
                     if p.poll() is None:

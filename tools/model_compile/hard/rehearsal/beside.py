@@ -42,6 +42,7 @@ class Job:
     seconds: float = 0.0
     thread: threading.Thread | None = None
     body: Callable[[], None] | None = None  # the work, when it waits for the head (run by `finish`)
+    stop: threading.Event = field(default_factory=threading.Event)  # set: its ranks are ended (`cancel`)
 
 
 def start(
@@ -74,7 +75,10 @@ def start(
         return job
 
     def body() -> None:
+        from model_compile.hard.env.proc import cancel_with
+
         started = time.monotonic()
+        cancel_with(job.stop)
         try:
             _materialize_and_rehearse(
                 job, top, rel, rel_repo, interp, env, environment, out_dir, options, flag, execute
@@ -166,6 +170,15 @@ def _rehearse_base(
         trial_fixes=False,
     )
     return facts
+
+
+def cancel(job: Job | None) -> None:
+    """The head was interrupted: end the base's ranks (signals reach the main thread only) and wait for its
+    thread to clean up (its temporary tree, its fork server)."""
+    if job is None or job.thread is None:
+        return
+    job.stop.set()
+    job.thread.join(timeout=60)
 
 
 def finish(facts: RehearsalFacts, job: Job, repo_root: Path, recipe_root: Path) -> None:

@@ -150,8 +150,6 @@ def execute(
         planned = plan_for(recipe, recipe_root, repo_root, out_dir, options, environment.cpu_only)
     except NotPlanned as exc:
         return rehearsal.not_run(str(exc), label), base_cmd
-    extra = extra_flags(options)
-    cmd = rehearsal.command(recipe_root, planned, flag, extra)
     job = None
     if options.base:
         from model_compile.hard.env.worktree import since
@@ -160,6 +158,36 @@ def execute(
         planned.spec["changed_lines"] = since(repo_root, options.base)
         # the base's rehearsal runs beside the head's (its own processes): the two use the machine's cores together
         job = beside.start(recipe_root, repo_root, interp, env, environment, out_dir, options, flag, execute)
+    try:
+        return _head(
+            recipe, planned, recipe_root, repo_root, interp, env, environment, out_dir, options, flag, job, trial_fixes
+        )
+    except BaseException:  # interrupted (or a fault of the tool's): the base's ranks end with the head's
+        if job is not None:
+            from model_compile.hard.rehearsal import beside
+
+            beside.cancel(job)
+        raise
+
+
+def _head(
+    recipe: RecipeReport,
+    planned: Plan,
+    recipe_root: Path,
+    repo_root: Path,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    environment: Environment,
+    out_dir: Path,
+    options: Options,
+    flag: str | None,
+    job: Any,
+    trial_fixes: bool = True,
+) -> tuple[RehearsalFacts, str]:
+    """The head's own rehearsal (and its one-rank fallback, its fixes' trials, the base joined)."""
+    label = label_of(environment)
+    extra = extra_flags(options)
+    cmd = rehearsal.command(recipe_root, planned, flag, extra)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
     used, used_dir = planned, out_dir
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
