@@ -28,22 +28,23 @@ FORMS = {
     "optimizer": "optimizer-state keys (get_optimizer_state_dict)",
     "optimizer_by_name": "optimizer-state entries by parameter name",
 }
-# which save/resume calls each form feeds
+# which of the repository's checkpoint code each form feeds: `by_name` is code that matches saved state to the
+# model by `named_parameters()` names inside a module that saves or resumes checkpoints
 _CALLS_OF = {
-    "parameters": ("optimizer",),
+    "parameters": ("by_name",),
     "optimizer": ("optimizer",),
-    "optimizer_by_name": ("optimizer",),
+    "optimizer_by_name": ("by_name",),
     "state_dict": ("state_dict",),
     "dcp": ("dcp",),
 }
 # torch's checkpoint calls: name -> (what it keys, save or resume)
 _API = {
-    "get_optimizer_state_dict": ("optimizer", "saves"),
-    "set_optimizer_state_dict": ("optimizer", "resumes"),
-    "get_model_state_dict": ("dcp", "saves"),
-    "set_model_state_dict": ("dcp", "resumes"),
-    "get_state_dict": ("dcp", "saves"),
-    "set_state_dict": ("dcp", "resumes"),
+    "get_optimizer_state_dict": ("optimizer", "reads"),
+    "set_optimizer_state_dict": ("optimizer", "loads"),
+    "get_model_state_dict": ("dcp", "reads"),
+    "set_model_state_dict": ("dcp", "loads"),
+    "get_state_dict": ("dcp", "reads"),
+    "set_state_dict": ("dcp", "loads"),
 }
 _DOC = re.compile(r"#\s*model-compile:\s*keys\s*[-\u2013\u2014:]+\s*(?P<reason>\S.*)$", re.I)
 
@@ -110,12 +111,12 @@ def _kind_of(node: ast.Call) -> tuple[str, str] | None:
     if name in _API:
         return _API[name]
     if name in ("save", "load") and (owner == "dcp" or owner.endswith("checkpoint")):
-        return "dcp", "saves" if name == "save" else "resumes"
+        return "dcp", "saves" if name == "save" else "loads"
     low = owner.lower()
     if name == "load_state_dict" and "optim" in low:
-        return "optimizer", "resumes"
+        return "optimizer", "loads"
     if name == "load_state_dict" and ("model" in low or "module" in low):
-        return "state_dict", "resumes"
+        return "state_dict", "loads"
     if name == "save" and owner == "torch" and node.args:
         arg = node.args[0]
         if isinstance(arg, ast.Call) and _callee(arg)[0] == "state_dict":
@@ -134,7 +135,8 @@ def _functions(tree: ast.Module) -> list[tuple[int, int, str]]:
 
 def checkpoint_calls(repo_root: Path, recipe_root: Path) -> list[dict[str, Any]]:
     """The repository's own save and resume calls (torch's checkpoint APIs) in the files the recipe's run
-    imports, read statically: {form, does, site ('file:line'), function, call}."""
+    imports, read statically: {form, does (saves, reads, loads, matches), site ('file:line'), function, call};
+    `by_name` (matches) is a `named_parameters()` call in a module that saves or loads checkpoints."""
     from model_compile.parse.imports import ImportGraph
 
     tree = _Tracked(repo_root)
@@ -154,20 +156,23 @@ def checkpoint_calls(repo_root: Path, recipe_root: Path) -> list[dict[str, Any]]
         except (SyntaxError, ValueError):
             continue
         functions = _functions(parsed)
+        mine: list[dict[str, Any]] = []
+        by_name: list[dict[str, Any]] = []
         for node in ast.walk(parsed):
-            if not isinstance(node, ast.Call) or (found := _kind_of(node)) is None:
+            if not isinstance(node, ast.Call):
                 continue
             inside = [f for f in functions if f[0] <= node.lineno <= f[1]]
             function = min(inside, key=lambda f: f[1] - f[0])[2] if inside else "<module>"
-            out.append(
-                {
-                    "form": found[0],
-                    "does": found[1],
-                    "site": f"{path}:{node.lineno}",
-                    "function": function,
-                    "call": _callee(node)[0],
-                }
-            )
+            found = _kind_of(node)
+            if found is not None:
+                site = f"{path}:{node.lineno}"
+                mine.append({"form": found[0], "does": found[1], "site": site, "function": function})
+                mine[-1]["call"] = _callee(node)[0]
+            elif _callee(node)[0] == "named_parameters":
+                site = f"{path}:{node.lineno}"
+                by_name.append({"form": "by_name", "does": "matches", "site": site, "function": function})
+                by_name[-1]["call"] = "named_parameters"
+        out += mine + (by_name if mine else [])  # by name only in a module that saves or resumes checkpoints
     return out
 
 
@@ -210,10 +215,12 @@ def breaks(form: str, calls: list[dict[str, Any]]) -> str:
     mine = [c for c in calls if c["form"] in wanted]
     if not mine:
         return ""
-    saves = [c for c in mine if c["does"] == "saves"][:2]
-    resumes = [c for c in mine if c["does"] == "resumes"][:2]
+    saves = [c for c in mine if c["does"] in ("saves", "reads")][:2]
+    resumes = [c for c in mine if c["does"] == "loads"][:2]
+    matches = [c for c in mine if c["does"] == "matches"][:2]
     said = [f"{c['site']} ({c['function']}) {c['does']} it with {c['call']}" for c in saves + resumes]
-    return "a checkpoint saved before the change does not resume after it: " + "; ".join(said)
+    said += [f"{c['site']} ({c['function']}) matches saved state to parameters by name" for c in matches]
+    return "a checkpoint saved before the change does not resume after it as saved: " + "; ".join(said)
 
 
 def documented(repo_root: Path, files: list[str]) -> str | None:
