@@ -283,9 +283,9 @@ def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
         head.existing = False
 
 
-def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str, cached: bool = False) -> list[str]:
-    """Each measure of the head beside the base's, marked. `cached`: the base's rehearsal came from the cache (it
-    ran in an earlier review, not after the head in this one)."""
+def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str, how: str = "after") -> list[str]:
+    """Each measure of the head beside the base's, marked. `how` the base's rehearsal ran: `after` the head,
+    `beside` it (at the same time), or `cached` (in an earlier review)."""
     if base.status == "not-run" and base.reason == NO_COMPILE:
         return [
             f"the base ({rev}) does not compile this recipe: everything the compiled run measured is new with the change"
@@ -356,12 +356,11 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str, cached: bool = 
             f"compiled share of the forward work: head {head.compiled_share:.0%}, base {base.compiled_share:.0%}"
         )
     if head.first_step_s is not None and base.first_step_s is not None:
-        shared = (
-            "; the base's run reused the compiled kernels of the head's Inductor cache, so its first step is no "
-            "cold start"
-            if head.backend == "inductor" and not cached
-            else ""
-        )
+        shared = ""
+        if head.backend == "inductor" and how == "after":
+            shared = "; the base's run reused the head's Inductor cache, so its first step is no cold start"
+        elif head.backend == "inductor" and how == "beside":
+            shared = "; the two ran at once sharing one Inductor cache, so neither first step is surely a cold start"
         out.append(
             f"first optimizer step: head {head.first_step_s} s, base {base.first_step_s} s (CPU, tiny model{shared})"
         )

@@ -215,7 +215,8 @@ def finish(facts: RehearsalFacts, job: Job, repo_root: Path, recipe_root: Path) 
     facts.base, facts.base_rev = base_facts, rev
     changed = sorted(since(repo_root, rev))
     base.read_keys(facts, base_facts, repo_root, recipe_root, changed)
-    facts.versus_base = base.versus(facts, base_facts, rev, cached=job.cached)
+    how = "cached" if job.cached else "beside" if job.thread is not None else "after"
+    facts.versus_base = base.versus(facts, base_facts, rev, how=how)
     base.apply(facts, base_facts, rev)
 
 
