@@ -106,7 +106,11 @@ class _Collector:
         self.runtime: list[ImportSpec] = []
         self.type_only: list[ast.Import | ast.ImportFrom] = []
 
-    def visit(self, body: list[ast.stmt], quiet: bool = False, condition: str | None = None) -> None:
+    def visit(
+        self, body: list[ast.stmt], quiet: bool = False, condition: str | None = None, lazy: bool = False
+    ) -> None:
+        """`condition`: the `if` the statements sit under; `lazy`: inside a module's `__getattr__` (PEP 562), whose
+        tests pick the name asked for (an import of that name runs it), so they are no condition of the import."""
         for n in body:
             if isinstance(n, ast.Import | ast.ImportFrom):
                 if quiet:
@@ -121,19 +125,21 @@ class _Collector:
                 self.visit(n.body, True)
                 self.visit(n.orelse, quiet, condition)
                 continue
-            if isinstance(n, ast.If):  # the import runs only when the test holds (or fails, in the else branch)
+            if isinstance(n, ast.If) and not lazy:  # the import runs only when the test holds (else: fails)
                 test = " ".join(ast.unparse(n.test).split())[:120]
-                self.visit(n.body, quiet, condition or f"if {test} (line {n.lineno})")
-                self.visit(n.orelse, quiet, condition or f"if not ({test}) (line {n.lineno})")
+                outer = f", inside {condition}"[:200] if condition else ""  # the innermost test first
+                self.visit(n.body, quiet, f"if {test} (line {n.lineno}){outer}")
+                self.visit(n.orelse, quiet, f"if not ({test}) (line {n.lineno}){outer}")
                 continue
+            inner = lazy or (isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "__getattr__")
             for attr in _BODIES:
                 sub = getattr(n, attr, None)
                 if isinstance(sub, list):
-                    self.visit(sub, quiet, condition)
+                    self.visit(sub, quiet, condition, inner)
             for handler in getattr(n, "handlers", ()) or ():
-                self.visit(handler.body, quiet, condition)
+                self.visit(handler.body, quiet, condition, inner)
             for case in getattr(n, "cases", ()) or ():
-                self.visit(case.body, quiet, condition)
+                self.visit(case.body, quiet, condition, inner)
 
 
 def attribute_usage(data: bytes, bound: str, dotted: str) -> frozenset[str] | None:
