@@ -221,21 +221,21 @@ def finish(facts: RehearsalFacts, job: Job, repo_root: Path, recipe_root: Path) 
 
 
 def fixes_at_the_base(facts: RehearsalFacts, recipe_root: Path) -> dict[int, str]:
-    """The head's fixes that answer a cause its base has too (the same fix, its lines read by code identity):
-    not the change's, so not rerun in its review. {index in facts.fixes: why not tried}."""
+    """The head's fixes that answer a root cause its base has too (the same cause, its lines read by code
+    identity): not the change's, so not rerun in its review. {index in facts.fixes: why not tried}."""
     from model_compile.hard.rehearsal.reading.identity import canon
 
     at_base = facts.base
     if at_base is None or not at_base.fixes:
         return {}
-    theirs = {canon(f.fix, at_base.code_ids) for f in at_base.fixes}
+    theirs = {canon(f.cause or f.fix, at_base.code_ids) for f in at_base.fixes}
     return {
         i: (
             "not tried in this review: its base has the same cause, so it is not the change's (`model-compile "
             f"rehearse {recipe_root}` tries it)"
         )
         for i, f in enumerate(facts.fixes)
-        if f.override and canon(f.fix, facts.code_ids) in theirs
+        if f.override and canon(f.cause or f.fix, facts.code_ids) in theirs
     }
 
 
