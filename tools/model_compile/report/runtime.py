@@ -182,42 +182,102 @@ def run_hard(
     from model_compile.hard.layers.runner import validate_hard
 
     overrides = list(getattr(runtime, "config_overrides", None) or [])
-    reports: dict[str, Any] = {}
     notes = _missing_stage(recipe_dirs, config_name)
     if overrides:
         _check_overrides({n: d for n, d in recipe_dirs.items() if n not in notes}, stages, runtime, config_name)
-    asked: dict[str, str] = {}  # question -> the recipe that rehearsed it
+    todo: list[str] = []
     for name, recipe_dir in recipe_dirs.items():
         if name in notes:
             continue
         if not recipe_dir.is_dir():
-            # the scope came from a git tree (a merge result, --head REV) that has the recipe; this checkout lacks it
+            # the scope came from a git tree (a merge result, --head REV) that has the recipe; this tree lacks it
             notes[name] = f"runtime layers not run: {recipe_dir} is not in the tree they run on"
             continue
-        question = (questions or {}).get(name)
-        first = asked.get(question) if question else None
-        facts = reports[first].rehearsal if first and first in reports else None
-        try:
-            reports[name] = validate_hard(
-                recipe_dir,
-                config_name=config_name,
-                overrides=overrides,
-                trace=trace,
-                out=(out / "hard" / name) if out else None,
-                python=python,
-                stages=(stages or {}).get(name),
-                base_rev=base_rev,
-                answered_by=(f"recipes/{first}", facts) if first and facts is not None and facts.steps else None,
-                model_config=getattr(runtime, "model_config", None),
-                model_configs=dict(getattr(runtime, "model_configs", None) or {}),
-                home=home,
-            )
-        except InputError as exc:
-            notes[name] = f"hard validation refused: {exc}"
+        todo.append(name)
+
+    def one(name: str, answered_by: tuple[str, Any] | None = None) -> Any:
+        return validate_hard(
+            recipe_dirs[name],
+            config_name=config_name,
+            overrides=overrides,
+            trace=trace,
+            out=(out / "hard" / name) if out else None,
+            python=python,
+            stages=(stages or {}).get(name),
+            base_rev=base_rev,
+            answered_by=answered_by,
+            model_config=getattr(runtime, "model_config", None),
+            model_configs=dict(getattr(runtime, "model_configs", None) or {}),
+            home=home,
+        )
+
+    # the first recipe of each question rehearses it; those asking the same question take its answer after it
+    asks = {name: q for name in todo if (q := (questions or {}).get(name))}
+    leaders: dict[str, str] = {}  # question -> the recipe that asks it first
+    for name, question in asks.items():
+        leaders.setdefault(question, name)
+    first = [n for n in todo if n not in asks or leaders[asks[n]] == n]
+    done = _at_once(first, one, notes)
+    rest = {}
+    for name in todo:
+        if name in first:
             continue
-        if question and question not in asked:
-            asked[question] = name
-    return reports, notes
+        leader = leaders[asks[name]]
+        facts = done[leader].rehearsal if leader in done else None
+        rest[name] = (f"recipes/{leader}", facts) if facts is not None and facts.steps else None
+    done.update(_at_once(list(rest), lambda n: one(n, rest[n]), notes))
+    return {name: done[name] for name in todo if name in done}, notes
+
+
+RECIPES_AT_ONCE_ENV = "MODEL_COMPILE_RECIPES_AT_ONCE"
+
+
+def _at_once(names: list[str], run: Any, notes: dict[str, str]) -> dict[str, Any]:
+    """`run(name)` for each name, two at a time where the machine has two processors or more
+    (`MODEL_COMPILE_RECIPES_AT_ONCE=N` sets it; 1: one after another); a refusal (InputError) is a note. An
+    interruption ends every recipe's processes (their threads' cancel events) before it propagates."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from model_compile.hard.env.proc import cancel_with
+
+    try:
+        jobs = int(os.environ.get(RECIPES_AT_ONCE_ENV, "0")) or min(2, len(os.sched_getaffinity(0)))
+    except ValueError:
+        jobs = 1
+    out: dict[str, Any] = {}
+    if jobs <= 1 or len(names) <= 1:
+        for name in names:
+            try:
+                out[name] = run(name)
+            except InputError as exc:
+                notes[name] = f"hard validation refused: {exc}"
+        return out
+    stops = {name: threading.Event() for name in names}
+
+    def work(name: str) -> Any:
+        cancel_with(stops[name])
+        try:
+            return run(name)
+        finally:
+            cancel_with(None)
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="recipe")
+    try:
+        futures = {name: pool.submit(work, name) for name in names}
+        for name in names:
+            try:
+                out[name] = futures[name].result()
+            except InputError as exc:
+                notes[name] = f"hard validation refused: {exc}"
+    except BaseException:
+        for stop in stops.values():
+            stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return out
 
 
 def _check_overrides(

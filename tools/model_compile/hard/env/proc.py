@@ -14,15 +14,19 @@ from pathlib import Path
 _LOCAL = threading.local()
 
 
-def cancel_with(event: threading.Event | None) -> None:
-    """The event that ends this thread's ranks (a run in a thread of its own, the base's beside the head's: the
-    main thread sets it when it is interrupted, since signals reach the main thread only)."""
-    _LOCAL.cancel = event
+def cancel_with(*events: threading.Event | None) -> None:
+    """The events that end this thread's processes (a run in a thread of its own - a recipe's, the base's beside
+    the head's - is ended by them, since signals reach the main thread only): any of them set."""
+    _LOCAL.cancel = tuple(e for e in events if e is not None)
+
+
+def cancel_events() -> tuple[threading.Event, ...]:
+    """This thread's cancel events (a thread it starts inherits them)."""
+    return tuple(getattr(_LOCAL, "cancel", ()) or ())
 
 
 def cancelled() -> bool:
-    event = getattr(_LOCAL, "cancel", None)
-    return event is not None and event.is_set()
+    return any(e.is_set() for e in cancel_events())
 
 
 @dataclass
@@ -73,7 +77,13 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float, log_pa
             start_new_session=True,
         )
         try:
-            proc.wait(timeout=timeout_s)
+            deadline = start + timeout_s
+            while proc.poll() is None:  # polled: a thread of its own is ended by its cancel event, not a signal
+                if time.monotonic() >= deadline:
+                    raise subprocess.TimeoutExpired(cmd, timeout_s)
+                if cancelled():
+                    raise KeyboardInterrupt
+                time.sleep(0.2)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)

@@ -74,11 +74,13 @@ def start(
     if job.same is not None:
         return job
 
-    def body() -> None:
-        from model_compile.hard.env.proc import cancel_with
+    from model_compile.hard.env.proc import cancel_events, cancel_with
 
+    inherited = cancel_events()  # a recipe's own thread: what ends it ends its base too
+
+    def body() -> None:
         started = time.monotonic()
-        cancel_with(job.stop)
+        cancel_with(job.stop, *inherited)
         try:
             _materialize_and_rehearse(
                 job, top, rel, rel_repo, interp, env, environment, out_dir, options, flag, execute
