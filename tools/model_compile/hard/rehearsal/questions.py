@@ -21,8 +21,8 @@ def question(
     recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options, changed: list[str]
 ) -> str | None:
     """What this recipe's rehearsal asks of a change, as a key: the changed files its run imports, its compile
-    path and call, its prepare_model() steps, the model it builds (its tiny config) and depth, the stage's model
-    settings, wrap, data regime and backend. Two recipes with one key ask
+    path and call, its prepare_model() steps and the stage's values of the config keys they read, the model it
+    builds (its tiny config) and depth, wrap, data regime and backend. Two recipes with one key ask
     the same question, and one rehearsal answers both. None when the recipe cannot be planned (it is then
     rehearsed on its own)."""
 
@@ -42,7 +42,7 @@ def question(
             "compile": [recipe.compile_path, call, sorted(planned.spec.get("targets") or [])],
             "prepare": steps,
             "model": [planned.model.model_type, planned.model.depth, _model_identity(planned)],
-            "settings": _settings(planned),
+            "settings": _settings(planned, steps),
             "wrap": [planned.world.wrap, planned.world.world_size],
             "data": [planned.data.mode, planned.data.regime, planned.data.max_seq_len, planned.data.accumulation],
             "backend": [planned.backend, planned.mode, planned.steps],
@@ -62,26 +62,30 @@ def _model_identity(planned: Any) -> str:
     return str(planned.model.source).split(" from ", 1)[0]
 
 
-def _settings(planned: Any) -> dict[str, Any]:
-    """The stage's model settings the run keeps (freeze, checkpointing, sizes: what prepare_model and the data
-    path read), less what the rehearsal overrides and paths of the team's machines."""
+def _settings(planned: Any, steps: list[Any]) -> dict[str, Any]:
+    """The stage's values of the config keys prepare_model() reads (`self.config.model.freeze_vit`, the
+    checkpointing switch: named in its steps' calls and conditions), less what the rehearsal overrides."""
+    import re
+
     from model_compile.hard.rehearsal.planning.plan import load_stage
 
+    text = " ".join(f"{call} {' '.join(cond)}" for _, call, cond in steps)
+    # getattr(self.config.model, "x", default) reads model.x
+    text = re.sub(r"getattr\(\s*self\.config\.((?:\w+\.)*\w+)\s*,\s*[\"'](\w+)[\"'][^)]*\)", r"self.config.\1.\2", text)
+    read = set()
+    for m in re.finditer(r"\bconfig\.((?:\w+\.)*\w+)(\s*\()?", text):
+        read.add(m.group(1).rsplit(".", 1)[0] if m.group(2) else m.group(1))  # `x.model_dump()` reads x
     try:
         data = load_stage(Path(str(planned.spec.get("config_file"))))
     except NotPlanned:
         return {}
     set_here = {o.split("=", 1)[0] for o in planned.overrides}
     out: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{prefix}.{k}", v)
-        elif prefix not in set_here and not (isinstance(value, str) and "/" in value):
-            out[prefix] = value
-
-    walk("model", data.get("model") or {})
+    for key in sorted(read - set_here):
+        value: Any = data
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        out[key] = value
     return out
 
 
@@ -92,7 +96,8 @@ def answered(facts: RehearsalFacts, by: str) -> RehearsalFacts:
     copy.notes.insert(
         0,
         f"not rehearsed again: the change reaches this recipe as it reaches {by} (the same changed files, compile "
-        f"path, prepare_model() steps, model, depth, model settings, wrap, data regime and backend), so {by}'s "
+        f"path, prepare_model() steps and the settings they read, model, depth, wrap, data regime and backend), so "
+        f"{by}'s "
         "rehearsal answers for both",
     )
     return copy
