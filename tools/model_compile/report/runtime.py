@@ -71,7 +71,8 @@ def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
         notes = [
             f"the merge into {merge.target} conflicts in {len(merge.conflicts)} file(s): {kinds}{more}; so the "
             f"review, static and runtime, is of the branch ({branch_name(diff)}, {diff.head.commit[:12]}) against "
-            f"its merge base {merge.merge_base[:12]} instead"
+            f"its merge base {merge.merge_base[:12]} instead (its commands name the files as the branch has them: "
+            f"`git checkout {diff.head.commit[:12]}` to run one)"
         ]
         if merge.target_changed:
             notes.append(
