@@ -225,7 +225,9 @@ def regressions(head: RehearsalFacts, base: RehearsalFacts) -> list[str]:
     if _parity_failed(head) and not _parity_failed(base):
         out.append("parity out of the bound (within it at the base)")
     if head.keys_across and not head.keys_documented:
-        out.append("keys differ from the base's: " + "; ".join(head.keys_across))
+        # the headline of each form (its counts and first rename); the pairs and the broken path in `keys_across`
+        heads = [line.split(" (first: ", 1)[0].split("; a checkpoint saved", 1)[0] for line in head.keys_across]
+        out.append("keys differ from the base's: " + "; ".join(heads) + " (the renames and what they break: below)")
     for name, text in head.keys.items():
         if "unchanged" not in text and "unchanged" in base.keys.get(name, "unchanged"):
             out.append(f"{name} keys changed: {text}")
