@@ -294,7 +294,8 @@ def _against_base(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
         layer.reason = f"existing: it {base.status} on the base {short} too. " + (layer.reason or "")
     else:
         layer.existing = False
-        layer.reason = f"new with the change: on the base {short} it {base.status}. " + (layer.reason or "")
+        there = "does not exist there" if base.status == "missing" else base.status
+        layer.reason = f"new with the change: on the base {short} it {there}. " + (layer.reason or "")
 
 
 def _with_compile_off(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
