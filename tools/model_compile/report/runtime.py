@@ -1,5 +1,5 @@
 """The runtime layers of a review: where a change's layers run and against what (the change as it will merge),
-`run_hard` for the recipes in scope.
+and `run_hard` for the recipes in scope.
 
 - A branch whose target moved on and merges cleanly: the merge result (`git merge-tree --write-tree`),
   materialized in a temporary tree, against the target's tip.
