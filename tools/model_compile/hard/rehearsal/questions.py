@@ -97,7 +97,7 @@ def answered(facts: RehearsalFacts, by: str) -> RehearsalFacts:
         0,
         f"not rehearsed again: the change reaches this recipe as it reaches {by} (the same changed files, compile "
         f"path, prepare_model() steps and the settings they read, model, depth, wrap, data regime and backend), so "
-        f"{by}'s "
-        "rehearsal answers for both",
+        f"{by}'s rehearsal answers for both (its gradient figures are {by}'s own: the optimizer's settings, which "
+        "move them slightly, are not part of the question)",
     )
     return copy
