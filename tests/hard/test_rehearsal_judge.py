@@ -425,6 +425,23 @@ def test_the_base_beside_the_head_marks_each_measure() -> None:
     assert unrun == ["the base (abc) was not rehearsed (not-run: no engine); nothing of the head can be marked"]
 
 
+def _tree_at(folder: Path) -> type:
+    """A stand-in for hard.env.worktree.Worktree whose tree is `folder` (nothing materialized)."""
+    import contextlib
+
+    class Tree(contextlib.nullcontext):
+        left_out: list[str] = []
+        read_count = 1
+
+        def __init__(self, root: Path, commit: str, **kwargs: object) -> None:
+            super().__init__(folder)
+
+        def digest(self) -> str:
+            return "d"
+
+    return Tree
+
+
 def test_a_base_that_is_no_revision_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     from model_compile.cli import main
 
@@ -444,14 +461,14 @@ def test_a_cached_base_is_not_rehearsed_again(monkeypatch: pytest.MonkeyPatch, t
     seen: list[str] = []
     monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)  # a base that differs in code
     monkeypatch.setattr(base, "load", lambda key: seen.append(key) or cached)
-    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree.__enter__", lambda self: pytest.fail("no worktree"))
+    monkeypatch.setattr("model_compile.hard.rehearsal.beside._rehearse_base", lambda *a: pytest.fail("ran again"))
     head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
     env = Environment(python="3.11", executable="python", label="cpu-only")
     interp = Interpreter(path=sys.executable, source="tool", reason="test")
     options = command.Options(base="HEAD")
     command.with_base(head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, options, None)
     assert seen and head.base is cached and head.base_rev == "HEAD"
-    assert any("the base's rehearsal is the cached one of tree" in n for n in head.notes)
+    assert any(n.startswith("the base's rehearsal is the cached one of the ") for n in head.notes)
     assert head.versus_base[0] == "verdict of each on its own (before the comparison): head passed, base (HEAD) passed"
 
 
@@ -466,7 +483,6 @@ def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_std
     compile_path: str | None,
     said: bool,
 ) -> None:
-    import contextlib
     import sys
     from types import SimpleNamespace
 
@@ -481,10 +497,10 @@ def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_std
     monkeypatch.setattr(base, "load", lambda key: None)
     monkeypatch.setattr(base, "save", lambda key, facts: saved.append(facts))
     top = toplevel(RECIPES)
-    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree", lambda root, commit: contextlib.nullcontext(top))
+    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree", _tree_at(top))
     found = SimpleNamespace(recipes=[SimpleNamespace(compile_path=compile_path)])
     monkeypatch.setattr("model_compile.analyze.analyze_path", lambda path, recipe=None: found)
-    monkeypatch.setattr(command, "execute", lambda *args: (ran, "cmd"))
+    monkeypatch.setattr(command, "execute", lambda *args, **kwargs: (ran, "cmd"))
     head = RehearsalFacts(status="passed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
     env = Environment(python="3.11", executable="python", label="cpu-only")
     interp = Interpreter(path=sys.executable, source="tool", reason="test")
@@ -493,7 +509,9 @@ def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_std
     err = capsys.readouterr().err
     assert saved and head.base is saved[0]
     if said:
-        assert err.startswith("model-compile: rehearsing the base HEAD (") and "cached by its tree after" in err
+        assert (
+            err.startswith("model-compile: rehearsing the base HEAD (") and "cached after by the files it reads" in err
+        )
         assert err.count("\n") == 1 and head.base is ran
     else:
         assert err == "" and head.base.status == "not-run"
@@ -505,7 +523,6 @@ def test_an_uncached_base_is_rehearsed_only_where_it_compiles_and_says_so_on_std
 def test_a_base_without_the_recipe_is_not_rehearsed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import contextlib
     import sys
 
     from model_compile.hard.env.interpreter import Interpreter
@@ -515,9 +532,7 @@ def test_a_base_without_the_recipe_is_not_rehearsed(
     monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)  # a base that differs in code
     monkeypatch.setattr(base, "load", lambda key: None)
     monkeypatch.setattr(base, "save", lambda key, facts: None)
-    monkeypatch.setattr(
-        "model_compile.hard.env.worktree.Worktree", lambda root, commit: contextlib.nullcontext(tmp_path / "empty")
-    )
+    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree", _tree_at(tmp_path / "empty"))
     head = RehearsalFacts(status="passed", label="cpu-only (tiny model)")
     env = Environment(python="3.11", executable="python", label="cpu-only")
     interp = Interpreter(path=sys.executable, source="tool", reason="test")

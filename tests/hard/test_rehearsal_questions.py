@@ -32,3 +32,28 @@ def test_an_answer_says_whose_rehearsal_it_is() -> None:
     copy = answered(facts, "recipes/a")
     assert copy.answered_by == "recipes/a" and copy.notes[0].startswith("not rehearsed again")
     assert facts.answered_by is None and facts.notes == ["n"]  # the original is untouched
+
+
+def test_a_setting_prepare_model_reads_is_part_of_the_question_and_one_it_does_not_read_is_not(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    stage = repo / "recipes" / "lm_blocks" / "configs" / "train.yaml"
+    text = stage.read_text()
+    recipe = next(iter(analyze_path(repo / "recipes" / "lm_blocks", recipe=None).recipes))
+
+    def key() -> str | None:
+        return question(recipe, repo / "recipes" / "lm_blocks", repo, Options(), ["toy_engine/loss.py"])
+
+    first = key()
+    stage.write_text(
+        text.replace(
+            "  attn_implementation: flash_attention_2\n", "  attn_implementation: flash_attention_2\n  note: any\n"
+        )
+    )
+    assert key() == first  # a key prepare_model() never reads
+    stage.write_text(text.replace("    backend: inductor\n", "    backend: aot_eager\n", 1))
+    assert key() != first  # the compile call reads model.compile.backend

@@ -139,3 +139,33 @@ def test_comments_blank_lines_and_docstrings_are_no_code_change():
     assert code_changed(old, old.replace(b"return x + 1", b'"no docstring here"\n    return x + 1'))
     assert code_changed(old, b"def f(:\n")  # does not parse: not known to be neutral
     assert code_changed(None, old)
+
+
+def test_an_import_under_an_if_is_said_as_one_innermost_test_first() -> None:
+    from model_compile.parse.imports import conditions
+
+    tree = MemoryTree(
+        {
+            "pkg/__init__.py": "",
+            "pkg/parallelize.py": (
+                "def parallelize(model, role, sharded):\n"
+                "    if sharded:\n"
+                "        if role.active:\n"
+                "            from pkg.cp import wrap\n\n"
+                "            return wrap(model)\n"
+                "    return model\n"
+            ),
+            "pkg/cp.py": "def wrap(model):\n    return model\n",
+            "pkg/lazy.py": "def __getattr__(name):\n    if name == 'Thing':\n        from pkg.thing import Thing\n\n"
+            "        return Thing\n    raise AttributeError(name)\n",
+            "pkg/thing.py": "class Thing:\n    pass\n",
+            "recipes/r/engine/r_engine.py": "from pkg.parallelize import parallelize\nfrom pkg.lazy import Thing\n",
+        }
+    )
+    graph = ImportGraph(tree)
+    closure = graph.closure(["recipes/r/engine/r_engine.py"])
+    via = chain(closure, "pkg/cp.py")
+    assert via == ["recipes/r/engine/r_engine.py", "pkg/parallelize.py", "pkg/cp.py"]
+    assert conditions(graph, via) == ["pkg/parallelize.py: if role.active (line 3), inside if sharded (line 2)"]
+    # a module's __getattr__ tests the name asked for: an import of that name runs it, no condition
+    assert "pkg/thing.py" in closure and conditions(graph, chain(closure, "pkg/thing.py")) == []

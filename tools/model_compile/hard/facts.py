@@ -154,6 +154,19 @@ class RehearsalFacts(BaseModel):
         default_factory=dict, description="state_dict / parameters / dcp: unchanged or what changed"
     )
     key_failures: list[str] = Field(default_factory=list)
+    key_lists: dict[str, list[str]] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="the keys of each checkpoint form (parameters, state_dict, dcp, optimizer, optimizer_by_name) "
+        "on rank 0, compared with the base's (kept in the base's cache, not in the report)",
+    )
+    keys_across: list[str] = Field(
+        default_factory=list,
+        description="how the keys differ from the base's, form by form, and the save/resume path that breaks",
+    )
+    keys_documented: str | None = Field(
+        default=None, description="the change's `# model-compile: keys - <reason>` comment (file:line: reason)"
+    )
     steps: list[RehearsalStep] = Field(default_factory=list)
     recompile_frames: list[str] = Field(
         default_factory=list, description="'<n> recompile(s) in <frame> (last guard: ...)', most first"
@@ -187,10 +200,19 @@ class RehearsalFacts(BaseModel):
         default_factory=list, description="the change's hunks in files the run imports, and whether they ran"
     )
     changed_note: str | None = Field(default=None, description="how the changed lines were counted, what is unknown")
+    changed_imported: dict[str, bool] = Field(
+        default_factory=dict,
+        description="each changed Python file (from the repository root): whether the rehearsal's run imported it",
+    )
     specialized: list[str] = Field(
         default_factory=list, description="lines of code that fixed a size to a constant (each new size recompiles)"
     )
     graph_break_sites: list[GraphBreakSite] = Field(default_factory=list)
+    code_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="each repository file:line the sites mention -> the statement there (file, scope, its text, "
+        "which of the equal ones): head and base sites are compared by it, so a statement that moved is the same",
+    )
     graph_break_count: int = Field(default=0, description="graph breaks in the compiled twin's trace, rank 0")
     graph_break_site_count: int = Field(default=0, description="distinct file:line sites of those breaks")
     ranks: list[str] = Field(default_factory=list, description="per rank: graphs, recompiles, limit hits")
@@ -210,6 +232,12 @@ class RehearsalFacts(BaseModel):
         default=None,
         description="of the wall, the fork server's start: the interpreter and one import of torch and "
         "transformers that every twin shares (None: each rank started a process of its own)",
+    )
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="where the wall went, in seconds: server (the fork server's start), each twin (reference, "
+        "eager, compiled: its ranks from fork to exit), read (the parent reading records and the trace), trials "
+        "(the fixes' reruns), base (the base's rehearsal, 0 when cached)",
     )
     peak_rss_mb: float | None = None
     cpu_s: float | None = Field(

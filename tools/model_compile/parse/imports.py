@@ -41,6 +41,7 @@ class ImportSpec:
     level: int = 0
     names: tuple[str, ...] | None = None
     alias: str | None = None
+    condition: str | None = None  # `if <test>` (line N) the import sits under, when it runs only then
 
 
 @dataclass(frozen=True)
@@ -105,28 +106,40 @@ class _Collector:
         self.runtime: list[ImportSpec] = []
         self.type_only: list[ast.Import | ast.ImportFrom] = []
 
-    def visit(self, body: list[ast.stmt], quiet: bool = False) -> None:
+    def visit(
+        self, body: list[ast.stmt], quiet: bool = False, condition: str | None = None, lazy: bool = False
+    ) -> None:
+        """`condition`: the `if` the statements sit under; `lazy`: inside a module's `__getattr__` (PEP 562), whose
+        tests pick the name asked for (an import of that name runs it), so they are no condition of the import."""
         for n in body:
             if isinstance(n, ast.Import | ast.ImportFrom):
                 if quiet:
                     self.type_only.append(n)
                 elif isinstance(n, ast.Import):
-                    self.runtime.extend(ImportSpec(a.name, 0, None, a.asname) for a in n.names)
+                    self.runtime.extend(ImportSpec(a.name, 0, None, a.asname, condition) for a in n.names)
                 else:
-                    self.runtime.append(ImportSpec(n.module or "", n.level, tuple(a.name for a in n.names)))
+                    names = tuple(a.name for a in n.names)
+                    self.runtime.append(ImportSpec(n.module or "", n.level, names, None, condition))
                 continue
             if isinstance(n, ast.If) and _is_type_checking(n.test):
                 self.visit(n.body, True)
-                self.visit(n.orelse, quiet)
+                self.visit(n.orelse, quiet, condition)
                 continue
+            if isinstance(n, ast.If) and not lazy:  # the import runs only when the test holds (else: fails)
+                test = " ".join(ast.unparse(n.test).split())[:120]
+                outer = f", inside {condition}"[:200] if condition else ""  # the innermost test first
+                self.visit(n.body, quiet, f"if {test} (line {n.lineno}){outer}")
+                self.visit(n.orelse, quiet, f"if not ({test}) (line {n.lineno}){outer}")
+                continue
+            inner = lazy or (isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "__getattr__")
             for attr in _BODIES:
                 sub = getattr(n, attr, None)
                 if isinstance(sub, list):
-                    self.visit(sub, quiet)
+                    self.visit(sub, quiet, condition, inner)
             for handler in getattr(n, "handlers", ()) or ():
-                self.visit(handler.body, quiet)
+                self.visit(handler.body, quiet, condition, inner)
             for case in getattr(n, "cases", ()) or ():
-                self.visit(case.body, quiet)
+                self.visit(case.body, quiet, condition, inner)
 
 
 def attribute_usage(data: bytes, bound: str, dotted: str) -> frozenset[str] | None:
@@ -243,6 +256,8 @@ class ImportGraph:
                 d = posixpath.dirname(d)
         self.roots = [""] + (["src"] if "src" in self.dirs else [])
         self._edges: dict[str, list[Edge]] = {}
+        # (importer, imported) -> the `if` the import sits under, where it runs only then
+        self.conditions: dict[tuple[str, str], str] = {}
         self._facts: dict[str, ModuleFacts] = {}
         self.problems: dict[str, str] = {}
 
@@ -348,8 +363,17 @@ class ImportGraph:
         cached = self._edges.get(path)
         if cached is None:
             cached = [(a, ()) for a in self.ancestors(path)]
+            unconditional: set[str] = set()
             for spec in self.facts(path).imports:
-                cached.extend(self._follow(path, spec, ()))
+                found = self._follow(path, spec, ())
+                cached.extend(found)
+                for target, _via in found:
+                    if spec.condition is None:
+                        unconditional.add(target)
+                    else:
+                        self.conditions.setdefault((path, target), spec.condition)
+            for target in unconditional:  # imported unconditionally somewhere in the file: no condition
+                self.conditions.pop((path, target), None)
             first: dict[str, Edge] = {}
             for edge in cached:
                 if edge[0] != path:
@@ -376,6 +400,13 @@ class ImportGraph:
                         queue.append(f)
                     prev = f
         return parent
+
+
+def conditions(graph: ImportGraph, via: list[str]) -> list[str]:
+    """The `if`s along an import path (`chain`): `importer: if <test> (line N)` for each conditional step."""
+    return [
+        f"{a}: {graph.conditions[(a, b)]}" for a, b in zip(via, via[1:], strict=False) if (a, b) in graph.conditions
+    ]
 
 
 def chain(parent: dict[str, str | None], path: str) -> list[str]:

@@ -23,6 +23,7 @@ from model_compile.report.models import (
 )
 from model_compile.report.sections import (
     compile_path_section,
+    imports_as_run,
     imports_lead,
     neutral_lead,
     performance_section,
@@ -109,6 +110,16 @@ def _verdict(
             f"(first {first.rule} at {first.file}:{first.line})"
         )
         errors = []
+    introduced_first = [
+        r for r in rows if r.status in ("failed", "timeout") and r.existing is not True and r.name != "soft"
+    ]
+    if errors and diff is not None and introduced_first and not any(f.status == "new" for f in errors):
+        # the change's own failure leads; the error findings the base already has follow, said as such
+        r, first = introduced_first[0], errors[0]
+        return "needs changes", (
+            f"layer {r.name} {r.status}" + (f": {r.reason}" if r.reason else "") + f"; also {len(errors)} existing "
+            f"error finding(s), not introduced by this change (first {first.rule} at {first.file}:{first.line})"
+        )
     if errors:
         new = [f for f in errors if f.status == "new"]
         first = (new or errors)[0]
@@ -222,7 +233,7 @@ def recipe_section(
         name=recipe.name,
         path=recipe.path,
         change=diff.status if diff is not None else None,
-        imports=list(diff.imports) if diff is not None else [],
+        imports=imports_as_run(diff, hard),
         changed_lines=dict(diff.changed_lines) if diff is not None else {},
         code_changed=diff.code_changed if diff is not None else None,
         both_sides=diff.both_sides if diff is not None else False,

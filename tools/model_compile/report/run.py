@@ -17,6 +17,7 @@ from model_compile.analyze import analyze_path, analyze_tree
 from model_compile.discover.tree import SourceTree
 from model_compile.errors import InputError
 from model_compile.findings.models import Report
+from model_compile.report import runtime as hardrun
 from model_compile.report.build import as_untouched, build_change, build_tree, touched_stages
 from model_compile.report.models import ReviewReport
 from model_compile.review.models import DiffReport
@@ -74,6 +75,20 @@ def _diff(root: Path, base: str | None, head: str | None) -> tuple[DiffReport, R
     return diff, head_report
 
 
+def _branch_instead(root: Path, merged: DiffReport) -> tuple[DiffReport, Report | None]:
+    """A merge that conflicts cannot run: the review (static and runtime) is of the branch against its merge base
+    instead, saying so, with each conflict's kind and what the target has since that the review lacks. The merge
+    view stays in the JSON (`merge`)."""
+    assert merged.merge is not None and merged.head.commit is not None
+    where = hardrun.plan(merged, merged.head.rev)
+    diff, head_report = _diff(root, merged.merge.merge_base, merged.head.commit)
+    diff.base.rev = f"{merged.merge.merge_base[:12]} (the merge base with {merged.merge.target})"
+    diff.head.rev = hardrun.branch_name(merged)
+    diff.notes = [n for n in diff.notes if not n.startswith("base is")] + where.notes
+    diff.merge = merged.merge
+    return diff, head_report
+
+
 def _analyze_revision(root: Path, rev: str, only: str | None) -> Report:
     """The soft report of one git revision (read from the object database, no checkout)."""
     import git
@@ -108,103 +123,6 @@ def _branch_base(root: Path) -> tuple[str | None, list[str], str | None]:
         return None, [], None
     finally:
         repo.close()
-
-
-def run_hard(
-    recipe_dirs: dict[str, Path],
-    python: str | None,
-    trace: bool,
-    out: Path | None,
-    stages: dict[str, list[str]] | None = None,
-    base_rev: str | None = None,
-    config_name: str | None = None,
-    questions: dict[str, str | None] | None = None,
-    runtime: Any = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """validate_hard for each recipe: (reports by name, notes by name for recipes it refused).
-    `stages`: per recipe, the stage configs the change touches (each gets its own smoke command);
-    `config_name`: the stage the runtime layers run (`--config-name`), as `validate --hard --config-name` takes it;
-    `questions`: per recipe, what its rehearsal asks of the change (hard.rehearsal.questions.question): a recipe
-    whose question an earlier one asked takes that rehearsal's answer instead of running it again. The runtime
-    options (`runtime`: --config-override, --model-config) are checked against every recipe before any runs."""
-    from model_compile.hard.layers.runner import validate_hard
-
-    overrides = list(getattr(runtime, "config_overrides", None) or [])
-    reports: dict[str, Any] = {}
-    notes = _missing_stage(recipe_dirs, config_name)
-    if overrides:
-        _check_overrides({n: d for n, d in recipe_dirs.items() if n not in notes}, stages, runtime, config_name)
-    asked: dict[str, str] = {}  # question -> the recipe that rehearsed it
-    for name, recipe_dir in recipe_dirs.items():
-        if name in notes:
-            continue
-        if not recipe_dir.is_dir():
-            # the scope came from a git tree (a merge result, --head REV) that has the recipe; this checkout lacks it
-            notes[name] = (
-                f"runtime layers not run: {recipe_dir} is not in this checkout (the review read it from a git tree, "
-                "the runtime layers run on the files on disk): check out a tree that has it (for a merge review, "
-                "merge first) and rerun `review --hard`"
-            )
-            continue
-        question = (questions or {}).get(name)
-        first = asked.get(question) if question else None
-        facts = reports[first].rehearsal if first and first in reports else None
-        try:
-            reports[name] = validate_hard(
-                recipe_dir,
-                config_name=config_name,
-                overrides=overrides,
-                trace=trace,
-                out=(out / "hard" / name) if out else None,
-                python=python,
-                stages=(stages or {}).get(name),
-                base_rev=base_rev,
-                answered_by=(f"recipes/{first}", facts) if first and facts is not None and facts.steps else None,
-                model_config=getattr(runtime, "model_config", None),
-                model_configs=dict(getattr(runtime, "model_configs", None) or {}),
-            )
-        except InputError as exc:
-            notes[name] = f"hard validation refused: {exc}"
-            continue
-        if question and question not in asked:
-            asked[question] = name
-    return reports, notes
-
-
-def _check_overrides(
-    recipe_dirs: dict[str, Path], stages: dict[str, list[str]] | None, runtime: Any, config_name: str | None
-) -> None:
-    """Bad input before anything runs: an override for a key the stage a recipe would rehearse lacks."""
-    from dataclasses import replace
-
-    from model_compile.hard.env.recipe import resolve_recipe
-    from model_compile.hard.rehearsal.command import check_overrides
-
-    for name, recipe_dir in recipe_dirs.items():
-        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
-        found = analyze_path(recipe_root, recipe=None).recipes
-        touched = (stages or {}).get(name)
-        options = replace(runtime, config_name=config_name or (touched[0] if touched else None))
-        check_overrides(found[0] if found else None, recipe_root, repo_root, options)
-
-
-def _missing_stage(recipe_dirs: dict[str, Path], config_name: str | None) -> dict[str, str]:
-    """Recipes in scope without `configs/<config_name>.yaml` (their runtime layers do not run: said so);
-    bad input when no recipe in scope has it."""
-    from model_compile.hard.stages import stage_files
-
-    if not config_name or not recipe_dirs:
-        return {}
-    others = {name: sorted(stage_files(d)) for name, d in recipe_dirs.items()}
-    others = {name: stages for name, stages in others.items() if config_name not in stages}
-    if len(others) == len(recipe_dirs):
-        listed = "; ".join(f"{name}: {', '.join(stages) or 'none'}" for name, stages in sorted(others.items()))
-        raise InputError(f"--config-name {config_name}: no recipe in scope has configs/{config_name}.yaml ({listed})")
-    return {
-        name: f"hard validation not run: --config-name {config_name}: the recipe has no configs/{config_name}.yaml "
-        f"(its stages: {', '.join(stages) or 'none'})"
-        for name, stages in others.items()
-    }
 
 
 def review_path(
@@ -260,6 +178,8 @@ def _review_path(
         started = time.monotonic()
         try:
             diff, head_report = _diff(root, base, head)
+            if hard and diff.merge is not None and not diff.merge.clean and diff.head.commit:
+                diff, head_report = _branch_instead(root, diff)
         except InputError as exc:
             if base or head:
                 raise
@@ -288,8 +208,17 @@ def _review_path(
             notes.append(f"no change between {diff.base.rev} and {diff.head.rev}: every recipe under PATH is reviewed")
             if head is not None:  # review the revision asked for, not the working tree
                 soft = _analyze_revision(root, diff.head.commit or head, only)
-                notes.append(f"reviewed as of {diff.head.rev}; runtime layers run on a checkout only")
-                return build_tree(soft, root, {}, seconds, {}, notes, hard_requested=hard)
+                notes.append(f"reviewed as of {diff.head.rev}")
+                reports: dict[str, Any] = {}
+                why: dict[str, str] = {}
+                if hard:
+                    recipes = [r for r in soft.recipes if r.compile_path != "none"]
+                    where = hardrun.plan(diff, head)
+                    reports, why, said = hardrun.hard_on_change(
+                        where, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
+                    )
+                    notes += said
+                return build_tree(soft, root, reports, seconds, why, notes, hard_requested=hard)
     started = time.monotonic()
     soft = analyze_path(path)
     seconds = time.monotonic() - started
@@ -297,7 +226,7 @@ def _review_path(
     hard_notes: dict[str, str] = {}
     if hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
+        hard_reports, hard_notes = hardrun.run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
     return build_tree(soft, path, hard_reports, seconds, hard_notes, notes, hard_requested=hard)
 
 
@@ -323,33 +252,22 @@ def _untouched_report(
     seconds = time.monotonic() - started
     hard_reports: dict[str, Any] = {}
     hard_notes: dict[str, str] = {}
-    if hard and head is not None:
-        hard_notes = {
-            r.name: f"--head {head} names a revision: check it out to run the runtime layers" for r in soft.recipes
-        }
+    runtime_notes: list[str] = []
+    if hard and head is not None:  # on the revision (or the merge) as reviewed, whole: nothing to compare with
+        recipes = [r for r in soft.recipes if r.compile_path != "none"]
+        where = hardrun.plan(diff, head)
+        hard_reports, hard_notes, runtime_notes = hardrun.hard_on_change(
+            where, root, recipes, python, trace, out, None, {}, config_name, runtime, compare=False
+        )
     elif hard:
         dirs = {r.name: (path / r.path if r.path != "." else path) for r in soft.recipes if r.compile_path != "none"}
-        hard_reports, hard_notes = run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
-    report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, [], hard_requested=hard)
+        hard_reports, hard_notes = hardrun.run_hard(dirs, python, trace, out, config_name=config_name, runtime=runtime)
+    report = build_tree(soft, base_dir, hard_reports, seconds, hard_notes, runtime_notes, hard_requested=hard)
     note = (
         f"the change {diff.base.rev} .. {diff.head.rev} does not touch recipe {only} nor any Python file its run "
         "imports: it is reviewed whole (its findings are existing ones)"
     )
     return as_untouched(report, diff, str(path), note)
-
-
-def _question(recipe: Any, recipe_dir: Path, config_name: str | None, changed: list[str]) -> str | None:
-    """What the recipe's rehearsal asks of the change (None: it is rehearsed on its own)."""
-    from model_compile.hard.env.recipe import resolve_recipe
-    from model_compile.hard.rehearsal import command as rehearse
-
-    try:
-        recipe_root, repo_root = resolve_recipe(recipe_dir, None)
-    except InputError:
-        return None
-    from model_compile.hard.rehearsal.questions import question
-
-    return question(recipe, recipe_root, repo_root, rehearse.Options(config_name=config_name), changed)
 
 
 def _change_report(
@@ -370,34 +288,17 @@ def _change_report(
     names = {only} if only else None
     hard_reports: dict[str, Any] = {}
     hard_notes: dict[str, str] = {}
+    runtime_notes: list[str] = []
     if hard:
+        where = hardrun.plan(diff, head)
         recipes = [r for r in (head_report.recipes if head_report else []) if names is None or r.name in names]
         touched = {d.name for d in diff.recipes}
-        recipes = [r for r in recipes if r.name in touched]
-        if head is not None:  # runtime layers run on files on disk, not on a named revision
-            for r in recipes:
-                hard_notes[r.name] = f"--head {head} names a revision: check it out to run the runtime layers"
-        else:  # the working tree, or HEAD when the tree is clean: the same files either way
-            dirs = {r.name: root / r.path for r in recipes if r.compile_path != "none"}
-            stages = {d.name: touched_stages(d) for d in diff.recipes}
-            base_rev = diff.base.commit or None
-            changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
-            questions = {r.name: _question(r, root / r.path, config_name, changed.get(r.name, [])) for r in recipes}
-            hard_reports, hard_notes = run_hard(
-                dirs,
-                python,
-                trace,
-                out,
-                stages,
-                base_rev=base_rev,
-                config_name=config_name,
-                questions=questions,
-                runtime=runtime,
-            )
-    report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
-    if hard_reports and diff.merge is not None:
-        report.notes.append(
-            "the runtime layers ran on the files on disk (this checkout of the branch), not on the merge result the "
-            f"soft review read: their soft layer and test files are the branch's, before merging {diff.merge.target}"
+        recipes = [r for r in recipes if r.name in touched and r.compile_path != "none"]
+        stages = {d.name: touched_stages(d) for d in diff.recipes}
+        changed = {d.name: sorted(d.changed_lines) for d in diff.recipes}
+        hard_reports, hard_notes, runtime_notes = hardrun.hard_on_change(
+            where, root, recipes, python, trace, out, stages, changed, config_name, runtime
         )
+    report = build_change(diff, head_report, root, label, hard_reports, seconds, hard_notes, names, hard_requested=hard)
+    report.notes += [n for n in runtime_notes if n not in report.notes and n not in diff.notes]
     return report

@@ -286,3 +286,21 @@ def scope_reasons(d: RecipeDiff, kit_classes: list[str]) -> list[str]:
     if not d.code_changed:
         out.append(f"no code change reaches it: {NEUTRAL}")
     return out
+
+
+def imports_as_run(diff: RecipeDiff | None, hard: Any) -> list[Any]:
+    """The changed files the recipe's run imports (read statically), each with the rehearsal's record of it when
+    its run counted the changed files: imported or not."""
+    if diff is None:
+        return []
+    facts = getattr(hard, "rehearsal", None)
+    record = getattr(facts, "changed_imported", None) or {}
+    out = []
+    for item in diff.imports:
+        ran = record.get(item.path)
+        if ran is None:
+            out.append(item)
+            continue
+        said = "the rehearsal's run imported it" if ran else "the rehearsal's run did not import it"
+        out.append(item.model_copy(update={"reason": f"{item.reason} ({said})"}))
+    return out

@@ -186,6 +186,8 @@ def collect(repo: git.Repo, base: Side, head: Side) -> list[ChangedFile]:
             change, path, old = "modified", b or a, None
         if path is None or path in seen:
             continue
+        if change == "deleted" and head.is_worktree and path in getattr(head.tree, "absent", ()):
+            continue  # absent for want of its blob, not deleted by the change
         entry = _entry(d.a_mode if change == "deleted" else d.b_mode) or "file"
         note = None
         lines: list[int] = []

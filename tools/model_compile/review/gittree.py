@@ -157,10 +157,12 @@ class WorkTree:
     # Listed through git once (`files()`, before any fork); read from disk only: a forked child can read it.
     fork_safe = True
 
-    def __init__(self, repo: git.Repo):
+    def __init__(self, repo: git.Repo, absent: list[str] | None = None):
         self.repo = repo
         assert repo.working_tree_dir is not None  # open_repo() refuses bare repositories
         self.root = Path(repo.working_tree_dir)
+        # tracked files a checkout could not write (this clone lacks their blobs): unchanged, not deleted
+        self.absent = set(absent or ())
         self._files: list[str] | None = None
         self._set: set[str] | None = None
         self._problems: dict[str, str] = {}

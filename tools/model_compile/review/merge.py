@@ -36,6 +36,7 @@ class Merge:
     tree: GitTree  # the merge result, conflicted paths as the branch has them
     conflicts: dict[str, str] = field(default_factory=dict)  # path -> conflict type (content, add/add, ...)
     both_sides: list[str] = field(default_factory=list)  # paths the target and the branch both changed
+    target_changed: list[str] = field(default_factory=list)  # paths the target changed since the merge base
     ahead: int = 0  # commits of the target since the merge base
     reader: git.Repo | None = None  # the repository, reading the temporary objects too
     _tmp: str | None = None
@@ -77,7 +78,8 @@ def _parse(out: str) -> tuple[str, dict[str, dict[str, tuple[str, str]]], dict[s
         i += count + 3  # the count, the paths, the type and the message
         for path in paths:
             if path in stages and kind.startswith("CONFLICT"):
-                kinds.setdefault(path, kind.removeprefix("CONFLICT (").rstrip(")"))
+                named = kind.removeprefix("CONFLICT (").rstrip(")")
+                kinds.setdefault(path, "content" if named == "contents" else named)
     for path in stages:
         kinds.setdefault(path, "content")
     return tree, stages, kinds
@@ -137,7 +139,8 @@ def merge_into(repo: git.Repo, target: str, target_commit: str, head_commit: str
         GIT_ALTERNATE_OBJECT_DIRECTORIES=env["GIT_ALTERNATE_OBJECT_DIRECTORIES"],
         GIT_OPTIONAL_LOCKS="0",
     )
-    both = sorted(_changed(repo, base, target_commit) & _changed(repo, base, head_commit))
+    on_target = _changed(repo, base, target_commit)
+    both = sorted(on_target & _changed(repo, base, head_commit))
     ahead = int(repo.git.rev_list("--count", f"{base}..{target_commit}") or 0)
     return Merge(
         target=target,
@@ -146,6 +149,7 @@ def merge_into(repo: git.Repo, target: str, target_commit: str, head_commit: str
         tree=GitTree(reader.tree(tree)),  # a tree serves ls-tree and its blobs as a commit does
         conflicts=kinds,
         both_sides=both,
+        target_changed=sorted(on_target),
         ahead=ahead,
         reader=reader,
         _tmp=tmp,

@@ -36,6 +36,13 @@ class MergeView(BaseModel):
         "resolution that keeps the branch's side)",
     )
     both_sides: list[str] = Field(default_factory=list, description="recipes the target and the branch both changed")
+    kinds: dict[str, str] = Field(
+        default_factory=dict,
+        description="each conflicted path's kind, as git names it (content, modify/delete, rename/delete, ...)",
+    )
+    target_changed: list[str] = Field(
+        default_factory=list, description="the paths the target changed since the merge base (what the branch lacks)"
+    )
 
 
 class ChangedFile(BaseModel):
@@ -75,6 +82,11 @@ class ImportedChange(BaseModel):
         description="the side whose imports `via` is read on: base for a file the head no longer has"
     )
     code_changed: bool = Field(description="false: only comments, blank lines or docstrings changed")
+    conditions: list[str] = Field(
+        default_factory=list,
+        description="the `if`s along `via` an import sits under (`importer: if <test> (line N)`): the file is "
+        "imported only when they hold",
+    )
     reason: str = Field(description="`<file> is imported by recipes/<name> through <via>`, in words")
 
 

@@ -32,10 +32,27 @@ def is_shallow(repo: git.Repo) -> bool:
     return (Path(repo.common_dir) / "shallow").exists()
 
 
-def _shallow_hint(repo: git.Repo) -> str:
-    if is_shallow(repo):
-        return " (this is a shallow clone: fetch the missing history, e.g. `git fetch --unshallow`)"
+def fetch_line(repo: git.Repo, rev: str | None = None) -> str:
+    """The fetch that brings `rev` (a remote-tracking name: its branch; in a shallow clone: the history too), or ''
+    when git cannot help (a name no remote has, in a full clone)."""
+    shallow = is_shallow(repo)
+    remotes = {r.name for r in repo.remotes}
+    unshallow = " --unshallow" if shallow else ""
+    if rev and "/" in rev and rev.split("/", 1)[0] in remotes:
+        remote, branch = rev.split("/", 1)
+        return f"`git fetch{unshallow} {remote} {branch}`"
+    if shallow:
+        remote = "origin" if "origin" in remotes else next(iter(sorted(remotes)), "origin")
+        return f"`git fetch --unshallow {remote}`"
     return ""
+
+
+def _shallow_hint(repo: git.Repo, rev: str | None = None) -> str:
+    line = fetch_line(repo, rev)
+    if not line:
+        return ""
+    what = "this is a shallow clone" if is_shallow(repo) else "not fetched here"
+    return f" ({what}: fetch it with {line})"
 
 
 def resolve_commit(repo: git.Repo, rev: str) -> git.Commit:
@@ -47,7 +64,7 @@ def resolve_commit(repo: git.Repo, rev: str) -> git.Commit:
         _ = commit.tree  # forces the object to be read: missing objects fail here
         return commit
     except (BadName, BadObject, ValueError, git.GitCommandError, IndexError, KeyError):
-        raise InputError(f"unknown revision '{rev}'{_shallow_hint(repo)}") from None
+        raise InputError(f"unknown revision '{rev}'{_shallow_hint(repo, rev)}") from None
 
 
 LOCAL_DEFAULTS = ("main", "master")
@@ -144,7 +161,8 @@ def _merge_base(repo: git.Repo, head: git.Commit, head_label: str, notes: list[s
         raise InputError("no default branch (origin/HEAD, main, master) to compare with: pass --base REV")
     if choice.commit is None:
         raise InputError(
-            f"no merge base between {head.hexsha[:12]} and {choice.branch}{_shallow_hint(repo)}: pass --base REV"
+            f"no merge base between {head.hexsha[:12]} and {choice.branch}{_shallow_hint(repo, choice.branch)}: "
+            "pass --base REV"
         )
     base = choice.commit
     notes.extend(choice.notes)
@@ -165,8 +183,14 @@ def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, S
         raise InputError("the repository has no commits yet") from None
     if head is None:
         head_commit = repo.head.commit
-        if repo.is_dirty(index=True, working_tree=True, untracked_files=True):
-            head_side = Side(WorkTree(repo), "working tree", None)
+        absent = absent_for_want_of_blobs(repo)
+        if absent:
+            notes.append(
+                f"{len(absent)} tracked file(s) are absent from the working tree because this clone lacks their blobs "
+                f"({', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''}): not counted as changes"
+            )
+        if _dirty(repo, set(absent)):
+            head_side = Side(WorkTree(repo, absent=absent), "working tree", None)
             if base is None:
                 base = "HEAD"
                 notes.append("base is HEAD: the working tree has uncommitted changes")
@@ -184,6 +208,33 @@ def resolve(repo: git.Repo, base: str | None, head: str | None) -> tuple[Side, S
         base_commit = resolve_commit(repo, base)
         base_rev = base
     return Side(GitTree(base_commit), base_rev, base_commit.hexsha), head_side, notes, target
+
+
+def absent_for_want_of_blobs(repo: git.Repo) -> list[str]:
+    """Tracked files missing from the working tree whose blob this clone lacks (a partial clone, a damaged one):
+    a checkout could not write them, so their absence is no change of the user's."""
+    deleted = [p for p in repo.git.ls_files("-z", "--deleted").split("\0") if p]
+    if not deleted:
+        return []
+    staged = repo.git.ls_files("-z", "--stage", "--", *deleted[:2000]).split("\0")
+    out = []
+    for entry in staged:
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[0] != "160000":
+            try:
+                repo.odb.info(bytes.fromhex(fields[1]))
+            except ValueError:
+                out.append(path)
+    return sorted(out)
+
+
+def _dirty(repo: git.Repo, absent: set[str]) -> bool:
+    """Uncommitted changes, staged or not, or untracked files, other than the files absent for want of blobs."""
+    if not absent:
+        return bool(repo.is_dirty(index=True, working_tree=True, untracked_files=True))
+    entries = [e for e in repo.git.status("--porcelain", "-z", "--untracked-files=normal").split("\0") if e]
+    return any(not (e[:2] == " D" and e[3:] in absent) for e in entries)
 
 
 def _branch_label(repo: git.Repo) -> str:

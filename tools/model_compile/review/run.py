@@ -112,6 +112,12 @@ def _as_merge(
         )
         return base_side, head_side, None
     merge = merge_into(repo, target, target_commit, head_commit)
+    if isinstance(merge, str) and revisions.is_shallow(repo) and not repo.merge_base(tc, hc):
+        # comparing the two tips would credit the branch with everything the target did since they parted
+        raise InputError(
+            f"{target} and {head_side.rev} have no merge base in this shallow clone: fetch the history that joins "
+            f"them with {revisions.fetch_line(repo, target)}"
+        )
     if isinstance(merge, str):
         notes.append(
             f"{target} has moved on since the merge base, but the branch is not reviewed as its merge: {merge}"
@@ -123,7 +129,7 @@ def _as_merge(
         f"({target_commit[:12]})"
     )
     if merge.conflicts:
-        shown = ", ".join(sorted(merge.conflicts)[:6]) + (
+        shown = ", ".join(f"{p} ({merge.conflicts[p]})" for p in sorted(merge.conflicts)[:6]) + (
             f" (+{len(merge.conflicts) - 6} more)" if len(merge.conflicts) > 6 else ""
         )
         notes.append(
@@ -360,6 +366,8 @@ def _merge_view(merge: Merge) -> MergeView:
         clean=merge.clean,
         conflicts=sorted(merge.conflicts),
         both_sides=sorted({r for p in merge.both_sides if (r := recipe_of(p))}),
+        kinds=dict(sorted(merge.conflicts.items())),
+        target_changed=list(merge.target_changed),
     )
 
 

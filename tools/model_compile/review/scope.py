@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from model_compile.parse.imports import ImportGraph, chain
+from model_compile.parse.imports import ImportGraph, chain, conditions
 from model_compile.parse.python import code_changed
 from model_compile.review.models import ChangedFile, ImportedChange
 from model_compile.review.revisions import Side
@@ -91,6 +91,7 @@ class Reach:
             if any(path.startswith(p) for p in own):
                 continue
             via = chain(closure, path)
+            under = conditions(self._graph(side), via)
             imported.append(
                 ImportedChange(
                     path=f.path,
@@ -99,7 +100,8 @@ class Reach:
                     via=via,
                     side=side,
                     code_changed=bool(f.code_changed),
-                    reason=_reason(f, name or "", via, side),
+                    conditions=under,
+                    reason=_reason(f, name or "", via, side, under),
                 )
             )
         return imported, lines
@@ -117,10 +119,17 @@ class Reach:
         return out
 
 
-def _reason(f: ChangedFile, recipe: str, via: list[str], side: str) -> str:
+def _reason(f: ChangedFile, recipe: str, via: list[str], side: str, under: list[str]) -> str:
     what = "" if f.code_changed else " (comments, blank lines or docstrings only)"
     through = " -> ".join(via)
+    if under:  # imported only when a condition holds: said as such, never as a plain import
+        said = []
+        for c in under:
+            importer, _, test = c.partition(": ")
+            said.append(f"`{test}` ({importer})")
+        through += ", only " + " and ".join(said)
     if side == "head":
-        return f"{f.path}{what} is imported by recipes/{recipe} through {through}"
+        verb = "may be imported" if under else "is imported"
+        return f"{f.path}{what} {verb} by recipes/{recipe} through {through}"
     gone = "deleted" if f.change == "deleted" else f"renamed to {f.path}"
     return f"{f.old_path or f.path} ({gone}) was imported by recipes/{recipe} before the change, through {through}"

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model_compile.hard.env.proc import RankResult, Watch, take_rss
+from model_compile.hard.env.proc import RankResult, Watch, cancelled, take_rss
 
 READY_S = 120.0
 
@@ -110,6 +110,7 @@ class ForkServer:
             while len(exited) < len(logs):
                 now = time.monotonic()
                 short = watch({r: p for r, p in pids.items() if r not in exited}) if watch else None
+                short = "interrupted" if cancelled() else short
                 if short:
                     for rank, pid in pids.items():
                         if rank not in exited:

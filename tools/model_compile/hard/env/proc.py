@@ -5,10 +5,28 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+_LOCAL = threading.local()
+
+
+def cancel_with(*events: threading.Event | None) -> None:
+    """The events that end this thread's processes (a run in a thread of its own - a recipe's, the base's beside
+    the head's - is ended by them, since signals reach the main thread only): any of them set."""
+    _LOCAL.cancel = tuple(e for e in events if e is not None)
+
+
+def cancel_events() -> tuple[threading.Event, ...]:
+    """This thread's cancel events (a thread it starts inherits them)."""
+    return tuple(getattr(_LOCAL, "cancel", ()) or ())
+
+
+def cancelled() -> bool:
+    return any(e.is_set() for e in cancel_events())
 
 
 @dataclass
@@ -59,7 +77,13 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float, log_pa
             start_new_session=True,
         )
         try:
-            proc.wait(timeout=timeout_s)
+            deadline = start + timeout_s
+            while proc.poll() is None:  # polled: a thread of its own is ended by its cancel event, not a signal
+                if time.monotonic() >= deadline:
+                    raise subprocess.TimeoutExpired(cmd, timeout_s)
+                if cancelled():
+                    raise KeyboardInterrupt
+                time.sleep(0.2)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
@@ -148,6 +172,7 @@ def run_ranks(
             if bad and failed_at is None:
                 failed_at = now
             short = watch({i: p.pid for i, p in enumerate(procs) if codes[i] is None}) if watch else None
+            short = "interrupted" if cancelled() else short
             if short:
                 for i, p in enumerate(procs):
                     if p.poll() is None:

@@ -275,26 +275,27 @@ def _against_base(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
     """Run the failed test layer on the change's base: failing there too, it is existing, not the change's."""
     from dataclasses import replace
 
-    from model_compile.hard.env.worktree import Worktree, resolve, toplevel
+    from model_compile.hard.env.worktree import Worktree, relative, resolve, toplevel
 
     try:
         commit, _ = resolve(ctx.repo_root, str(ctx.base_rev))
         top = toplevel(ctx.repo_root)
-        rel = ctx.recipe_root.resolve().relative_to(top)
-        rel_repo = ctx.repo_root.resolve().relative_to(top)
+        rel = relative(ctx.recipe_root, top)
+        rel_repo = relative(ctx.repo_root, top)
+        with Worktree(top, commit, reads=[rel], prefix="model-compile-base-") as tree:
+            base_ctx = replace(ctx, recipe_root=tree / rel, repo_root=tree / rel_repo, out_dir=ctx.out_dir / "base")
+            base = run_pytest_layer(spec, base_ctx)
     except ValueError as exc:
         layer.reason = f"{layer.reason or ''}\n(not run on the base {ctx.base_rev}: {exc})".strip()
         return
-    with Worktree(ctx.repo_root, commit) as tree:
-        base_ctx = replace(ctx, recipe_root=tree / rel, repo_root=tree / rel_repo, out_dir=ctx.out_dir / "base")
-        base = run_pytest_layer(spec, base_ctx)
     short = str(ctx.base_rev)[:12]
     if base.status in ("failed", "timeout"):
         layer.existing = True
         layer.reason = f"existing: it {base.status} on the base {short} too. " + (layer.reason or "")
     else:
         layer.existing = False
-        layer.reason = f"new with the change: on the base {short} it {base.status}. " + (layer.reason or "")
+        there = "does not exist there" if base.status == "missing" else base.status
+        layer.reason = f"new with the change: on the base {short} it {there}. " + (layer.reason or "")
 
 
 def _with_compile_off(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:

@@ -144,10 +144,12 @@ def validate_hard(
     answered_by: tuple[str, RehearsalFacts] | None = None,
     model_config: Path | None = None,
     model_configs: dict[str, Path] | None = None,
+    home: Path | None = None,
 ) -> HardReport:
     """Run the layers of one recipe. `stages`: stage configs the change touches (each gets a smoke command).
     `overrides` (--config-override) go to the smoke layer and to the rehearsal; `model_config(s)` to the
-    rehearsal (`--model-config [NAME=]PATH`)."""
+    rehearsal (`--model-config [NAME=]PATH`). `home`: the repository whose environment runs the recipe when
+    PATH lies in a temporary tree of it (a merge result, a revision), which has no `.venv` of its own."""
     recipe_root, repo_root = resolve_recipe(Path(path), recipe)
     if world_size is not None and world_size < 1:
         raise InputError("--world-size must be >= 1")
@@ -174,7 +176,7 @@ def validate_hard(
 
         found = analyze_path(recipe_root, recipe=None).recipes
         rehearse.check_overrides(found[0] if found else None, recipe_root, repo_root, rehearse_options)
-    interp = interpreter.resolve(repo_root, python)
+    interp = interpreter.resolve(home or repo_root, python)
     out_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix="model-compile-hard-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     env = interpreter.child_environ(interp, child_env(out_dir))

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from model_compile.errors import InputError
-from model_compile.hard.console import say
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
@@ -138,8 +138,10 @@ def execute(
     out_dir: Path,
     options: Options,
     flag: str | None,
+    trial_fixes: bool = True,
 ) -> tuple[RehearsalFacts, str]:
-    """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed."""
+    """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed. `trial_fixes`:
+    rerun the fixes that can be applied at run time (a base's rehearsal does not: only the head's fixes count)."""
     label = label_of(environment)
     base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {flag}" if flag else "")
     if recipe is None:
@@ -148,10 +150,44 @@ def execute(
         planned = plan_for(recipe, recipe_root, repo_root, out_dir, options, environment.cpu_only)
     except NotPlanned as exc:
         return rehearsal.not_run(str(exc), label), base_cmd
+    job = None
+    if options.base:
+        from model_compile.hard.env.worktree import since
+        from model_compile.hard.rehearsal import beside
+
+        planned.spec["changed_lines"] = since(repo_root, options.base)
+        # the base's rehearsal runs beside the head's (its own processes): the two use the machine's cores together
+        job = beside.start(recipe_root, repo_root, interp, env, environment, out_dir, options, flag, execute)
+    try:
+        return _head(
+            recipe, planned, recipe_root, repo_root, interp, env, environment, out_dir, options, flag, job, trial_fixes
+        )
+    except BaseException:  # interrupted (or a fault of the tool's): the base's ranks end with the head's
+        if job is not None:
+            from model_compile.hard.rehearsal import beside
+
+            beside.cancel(job)
+        raise
+
+
+def _head(
+    recipe: RecipeReport,
+    planned: Plan,
+    recipe_root: Path,
+    repo_root: Path,
+    interp: interpreter.Interpreter,
+    env: dict[str, str],
+    environment: Environment,
+    out_dir: Path,
+    options: Options,
+    flag: str | None,
+    job: Any,
+    trial_fixes: bool = True,
+) -> tuple[RehearsalFacts, str]:
+    """The head's own rehearsal (and its one-rank fallback, its fixes' trials, the base joined)."""
+    label = label_of(environment)
     extra = extra_flags(options)
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
-    if options.base:
-        planned.spec["changed_lines"] = changed_lines(repo_root, options.base)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
     used, used_dir = planned, out_dir
     in_setup = any(w in (facts.reason or "") for w in ("set-up (before_train)", "process group"))
@@ -168,33 +204,25 @@ def execute(
             facts = single
             used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
-    if facts.fixes:
-        from model_compile.hard.rehearsal import trials
+    if job is not None:  # the base ran beside the head's run: joined before the fixes, which it decides on
+        from model_compile.hard.rehearsal import beside
 
-        trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s)
+        beside.finish(facts, job, repo_root, recipe_root)
+    if facts.fixes and trial_fixes:
+        from model_compile.hard.rehearsal import beside, trials
+
+        started = time.monotonic()
+        skip = beside.fixes_at_the_base(facts, recipe_root) if job is not None else {}
+        trials.try_fixes(facts, used, interp, env, used_dir, options.timeout_s, skip=skip)
+        facts.timings["trials"] = round(time.monotonic() - started, 2)
         rehearsal.write_summary(facts, used_dir)
-    if options.base:
-        with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
+    elif facts.fixes:
+        for fix in facts.fixes:
+            if fix.override and fix.tried == "not tried" and not fix.reason:
+                fix.reason = "not tried: the base's fixes are not the change's (only the head's are rerun)"
+    if job is not None:
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
-
-
-def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:
-    """The Python lines the work tree changed against REV, by path from the repository root (the rehearsal
-    counts whether each ran); empty when git cannot say."""
-    from model_compile.hard.env.worktree import changed_lines as diff_lines
-    from model_compile.hard.env.worktree import resolve, toplevel
-
-    try:
-        commit, _ = resolve(repo_root, rev)
-        top = toplevel(repo_root)
-        prefix = repo_root.resolve().relative_to(top.resolve()).as_posix()
-        found = diff_lines(top, commit)
-    except (ValueError, OSError):
-        return {}
-    if prefix in ("", "."):
-        return found
-    return {p[len(prefix) + 1 :]: v for p, v in found.items() if p.startswith(prefix + "/")}
 
 
 def with_base(
@@ -208,82 +236,11 @@ def with_base(
     options: Options,
     flag: str | None,
 ) -> None:
-    """The same rehearsal of `options.base` (cached by its tree) beside the head's, each measure marked."""
-    from dataclasses import replace
+    """The same rehearsal of `options.base` beside the head's, each measure marked (hard.rehearsal.beside)."""
+    from model_compile.hard.rehearsal import beside
 
-    from model_compile.analyze import analyze_path
-    from model_compile.hard.env.worktree import Worktree, resolve, toplevel
-    from model_compile.hard.rehearsal import base
-
-    rev = str(options.base)
-    try:
-        commit, tree = resolve(repo_root, rev)
-        top = toplevel(repo_root)
-        rel = recipe_root.resolve().relative_to(top)
-        rel_repo = repo_root.resolve().relative_to(top)
-    except ValueError as exc:
-        facts.notes.append(f"the base {rev} was not rehearsed: {exc}")
-        return
-    same = base.only_the_switch(top, commit)
-    if same is not None:
-        what = f"only in {', '.join(same[:4])}{' ...' if len(same) > 4 else ''}" if same else "in no file"
-        facts.base_rev = rev
-        facts.versus_base = [
-            f"the base ({rev}) differs from what was rehearsed {what}: documentation, comments or docstrings, or a "
-            "stage's compile switch, which the rehearsal sets itself, so the base's rehearsal would be this same run "
-            "(not run again): nothing is new with the change, everything measured here is already there at the base"
-        ]
-        if facts.status == "failed":
-            facts.existing = True  # the same run fails at the base: not the change's failure
-        return
-    key = base.cache_key(tree, str(rel), options, interp.path)
-    base_facts = base.load(key)
-    if base_facts is not None:
-        facts.notes.append(f"the base's rehearsal is the cached one of tree {tree[:12]} ({base.cache_path(key)})")
-    else:
-        with Worktree(repo_root, commit) as tree_dir:
-            recipe_b = tree_dir / rel
-            exists = recipe_b.is_dir()
-            found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None) if exists else None
-            if not exists:
-                base_facts = rehearsal.not_run(f"the recipe does not exist at {rev}", label_of(environment))
-            elif found is not None and found.compile_path == "none":
-                base_facts = rehearsal.not_run(base.NO_COMPILE, label_of(environment))
-            else:
-                say(
-                    f"model-compile: rehearsing the base {rev} ({commit[:12]}) too, the same run in a temporary "
-                    "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
-                )
-                _share_compile_cache(out_dir, out_dir / "base")
-                base_facts, _ = execute(
-                    found,
-                    recipe_b,
-                    tree_dir / rel_repo,
-                    interp,
-                    env,
-                    environment,
-                    out_dir / "base",
-                    replace(options, base=None),
-                    flag,
-                )
-        base.save(key, base_facts)
-    facts.base, facts.base_rev = base_facts, rev
-    facts.versus_base = base.versus(facts, base_facts, rev)
-    base.apply(facts, base_facts, rev)
-
-
-def _share_compile_cache(head: Path, base: Path) -> None:
-    """The base's rehearsal reuses the head's Inductor cache (what compiles the same on both sides is not compiled
-    again); its first-step time is then no cold-start figure, and the comparison says so."""
-    cache = head / "inductor-cache"
-    link = base / "inductor-cache"
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        base.mkdir(parents=True, exist_ok=True)
-        if not link.exists() and not link.is_symlink():
-            link.symlink_to(cache, target_is_directory=True)
-    except OSError:
-        pass
+    job = beside.start(recipe_root, repo_root, interp, env, environment, out_dir, options, flag, execute, wait=True)
+    beside.finish(facts, job, repo_root, recipe_root)
 
 
 def child_env_with_probe(env: dict[str, str], model_compile_file: str | None, out_dir: Path) -> dict[str, str]:

@@ -149,16 +149,26 @@ def changed_line(facts: RehearsalFacts) -> str | None:
     """One line for the report: the change's hunks that ran eager with compile on, or not at all."""
     if not facts.changed_lines:
         return None
-    eager = [h for h in facts.changed_lines if h.ran_eager and not h.ran_compiled]
-    dark = [h for h in facts.changed_lines if h.not_reached]
-    parts = [f"{len(facts.changed_lines)} hunk(s) in files the run imports"]
-    if eager:
-        parts.append(
-            f"{len(eager)} ran as Python with compile on, never in a graph ({eager[0].file}:{eager[0].lines[0]})"
+    hunks = facts.changed_lines
+    kinds = [
+        ("ran inside a compiled graph", [h for h in hunks if h.ran_compiled]),
+        ("ran as Python with compile on, never in a graph", [h for h in hunks if not h.ran_compiled and h.ran_eager]),
+        (
+            "ran in the eager twin only",
+            [h for h in hunks if not h.ran_compiled and not h.ran_eager and h.ran_eager_twin],
+        ),
+        ("no run reached", [h for h in hunks if not (h.ran_compiled or h.ran_eager or h.ran_eager_twin)]),
+    ]
+    shown = [f"{len(group)} {what} ({group[0].file}:{group[0].lines[0]})" for what, group in kinds if group]
+    text = f"the change's lines: {len(hunks)} hunk(s) in files the run imports: " + ", ".join(shown)
+    partly = [h for h in hunks if h.not_reached and (h.ran_compiled or h.ran_eager or h.ran_eager_twin)]
+    if partly:
+        text += (
+            f"; {len(partly)} of those that ran have lines no run reached ({partly[0].file}:{partly[0].not_reached[0]})"
         )
-    if dark:
-        parts.append(f"{len(dark)} with lines no run reached ({dark[0].file}:{dark[0].not_reached[0]}): untested here")
-    return "the change's lines: " + "; ".join(parts)
+    if any(h.not_reached for h in hunks):
+        text += ": untested here"
+    return text
 
 
 def fix_line(fix: Fix) -> str:

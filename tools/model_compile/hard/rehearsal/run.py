@@ -128,7 +128,11 @@ def run(
         if server is not None:
             server.close()
     facts.wall_s = round(time.monotonic() - started, 2)
+    read_started = time.monotonic()
     judge.read(facts, plan, records, out_dir / "trace", repo)
+    facts.timings["read"] = round(time.monotonic() - read_started, 2)
+    if facts.server_start_s is not None:
+        facts.timings["server"] = facts.server_start_s
     write_summary(facts, out_dir)
     return facts
 
@@ -170,6 +174,7 @@ def _twins(
     # the reference twin runs first; its rank 0 first writes the tiny checkpoint and rows and reads the
     # recipe's precision (record-prepare-rank0.json): one process start less than a child of its own
     for twin in twins:
+        twin_started = time.monotonic()
         left = deadline - time.monotonic()
         port = free_port()
         envs = [child_env(env, out_dir, r, world, port, twin == "compiled") for r in range(world)]
@@ -182,6 +187,7 @@ def _twins(
         else:
             results, _, timed_out = proc.run_ranks(cmd + [twin], repo, envs, max(left, 1.0), rank_logs, watch=watch)
         seen_faults.rank_memory(facts, twin, results)
+        facts.timings[twin] = round(time.monotonic() - twin_started, 2)
         records[twin] = [read_record(out_dir / f"record-{twin}-rank{r}.json") for r in range(world)]
         if twin == "reference":
             prepared = read_record(out_dir / "record-prepare-rank0.json")

@@ -114,10 +114,19 @@ def judge(fix: Fix, before: RehearsalFacts, after: RehearsalFacts) -> None:
 
 
 def try_fixes(
-    facts: RehearsalFacts, plan: Plan, interp: Interpreter, env: dict[str, str], out_dir: Path, timeout_s: float
+    facts: RehearsalFacts,
+    plan: Plan,
+    interp: Interpreter,
+    env: dict[str, str],
+    out_dir: Path,
+    timeout_s: float,
+    skip: dict[int, str] | None = None,
 ) -> None:
-    """Rerun the compiled twin with each fix that can be applied at run time; mark every fix."""
-    todo = [f for f in facts.fixes if f.override]
+    """Rerun the compiled twin with each fix that can be applied at run time; mark every fix. `skip`: fixes (by
+    index in facts.fixes) not rerun here, with the reason."""
+    for index, why in (skip or {}).items():
+        facts.fixes[index].tried, facts.fixes[index].reason = "not tried", why
+    todo = [f for i, f in enumerate(facts.fixes) if f.override and i not in (skip or {})]
     if not todo:
         return
     if os.environ.get(TRIALS_ENV, "on").lower() in ("0", "off", "false", "no"):

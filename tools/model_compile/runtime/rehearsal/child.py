@@ -301,6 +301,10 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         from model_compile.runtime.rehearsal.inputs.rows import STATE
 
         record.data["rows"] = {**seen, "read": STATE["read"], "images": STATE["images"]}
+    if twin in ("eager", "compiled") and rank == 0:
+        from model_compile.runtime.rehearsal.measure.model_facts import optimizer_keys
+
+        record.phase("keys", **optimizer_keys(driver.model, driver.optimizer))
     record.phase(
         "train",
         seconds=round(time.perf_counter() - t0, 2),

@@ -106,6 +106,7 @@ class Driver:
         self.watch: Watch | None = None
         self._loss: float | None = None
         self._names: dict[int, str] = {}
+        self.optimizer: Any = None  # the optimizer the recipe steps (seen by the step pre-hook)
         self._wrap()
 
     # -- wrapping ----------------------------------------------------------
@@ -173,6 +174,7 @@ class Driver:
 
         names: list[str] = []
         parts: list[Any] = []
+        self.optimizer = optimizer
         for group in optimizer.param_groups:
             for param in group["params"]:
                 if param.grad is not None:

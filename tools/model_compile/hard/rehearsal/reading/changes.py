@@ -65,6 +65,7 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
     imported = set(_by_rel({p: {} for p in (compiled.get("imported") or []) + (eager.get("imported") or [])}, root))
     skipped = []
     for rel, numbers in sorted(changed.items()):
+        facts.changed_imported[rel] = rel in imported
         if rel not in imported:
             skipped.append(rel)
             continue

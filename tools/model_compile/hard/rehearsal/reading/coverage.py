@@ -119,6 +119,14 @@ def _role(name: str, targets: list[str], disabled: list[str]) -> str:
     return "outside the targets"
 
 
+def _own_role(name: str, targets: list[str], disabled: list[str]) -> str:
+    """The role of a module's own code (its forward outside its children): a target's own code is the target's;
+    the own code of a module that only holds targets (a model whose blocks are compiled, its loss head written in
+    its forward) lies outside them."""
+    role = _role(name, targets, disabled)
+    return "outside the targets" if role == "holds targets" else role
+
+
 def _target_covers(pattern: str, name: str) -> bool:
     """A target pattern (`""`, `model.layers.*`, `model.visual`) covers a collapsed module name."""
     if pattern == "":
@@ -208,7 +216,7 @@ def build(
                     compiled=round(share, 3),
                     work=round(work, 3),
                     measure=measure,
-                    role=_role(name, targets, disabled),
+                    role=_own_role(name, targets, disabled),
                     eager_causes=causes(name, own_groups, ctx, measure) if share < 0.995 else [],
                 )
             )

@@ -21,7 +21,7 @@ from typing import Any
 
 from model_compile.hard.models import RehearsalFacts, RehearsalStep
 from model_compile.hard.rehearsal.planning.plan import Plan
-from model_compile.hard.rehearsal.reading import changes, coverage, ranks
+from model_compile.hard.rehearsal.reading import changes, coverage, identity, keys, ranks
 from model_compile.hard.rehearsal.reading.fixes import fixes, readable_guard
 from model_compile.hard.rehearsal.reading.sites import scan
 from model_compile.hard.rehearsal.seen import batches, faults, read_all
@@ -231,6 +231,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
     facts.notes += [n for rec in (reference, compiled) for n in rec.get("notes") or [] if n not in facts.notes]
     parity_phase = (compiled.get("phases") or {}).get("parity") or {}
     _keys(facts, parity_phase.get("keys") or {})
+    facts.key_lists = keys.lists(recs)
     parity = parity_phase.get("parity") or {}
     facts.parity_rule = parity.get("rule")
     _steps(facts, recs, parity, repo_s)
@@ -261,6 +262,17 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
         verdict(facts, parity)
     read_all(facts, plan, recs, trace_dir.parent, repo)
     coverage.widths_note(facts)
+    facts.code_ids = identity.identities(site_texts(facts), repo)
+
+
+def site_texts(facts: RehearsalFacts) -> list[str]:
+    """Every text of the facts that names a site (a file:line of the repository, a frame)."""
+    texts = [g.site for g in facts.graph_break_sites] + list(facts.recompile_frames) + list(facts.near_limit)
+    for step in facts.steps:
+        texts += list(step.limit_hits) + list(step.recompiles)
+    for entry in facts.coverage:
+        texts += [c.site + " " + c.cause for c in entry.eager_causes]
+    return texts
 
 
 _TOKENS = re.compile(r"tokens \d+x(\d+)")

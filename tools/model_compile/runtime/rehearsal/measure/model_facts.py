@@ -24,6 +24,29 @@ def key_facts(model: Any) -> dict[str, Any]:
     return facts
 
 
+def optimizer_keys(model: Any, optimizer: Any) -> dict[str, Any]:
+    """What an optimizer-state checkpoint is keyed by after training: the distributed-checkpoint FQNs of the
+    parameters with state (`get_optimizer_state_dict`), and the parameter names `named_parameters()` gives them
+    (a save that keys the state by parameter name)."""
+    out: dict[str, Any] = {}
+    if optimizer is None or model is None:
+        return {"optimizer_error": "no optimizer step was seen"}
+    try:  # an instrument: it never changes the run's outcome
+        by_id = {id(p): n for n, p in model.named_parameters()}
+        out["optimizer_by_name"] = sorted(by_id.get(id(p), "?") for p in optimizer.state)
+    except Exception as exc:  # noqa: BLE001 - said in the record
+        return {"optimizer_error": f"{type(exc).__name__}: {exc}"[:300]}
+    try:
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        state = get_optimizer_state_dict(model, optimizer).get("state") or {}
+        out["optimizer"] = sorted(str(k) for k in state)
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        out["optimizer"] = None
+        out["optimizer_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return out
+
+
 def compare_keys(eager: dict[str, Any], compiled: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("state_dict", "parameters", "dcp"):
