@@ -34,26 +34,32 @@ def test_an_answer_says_whose_rehearsal_it_is() -> None:
     assert facts.answered_by is None and facts.notes == ["n"]  # the original is untouched
 
 
-def test_a_setting_prepare_model_reads_is_part_of_the_question_and_one_it_does_not_read_is_not(
-    tmp_path: Path,
-) -> None:
+def test_only_the_same_run_is_the_same_question(tmp_path: Path) -> None:
+    """A copy of a recipe (same code, same stage) asks the same question; a learning rate, an unread stage key or a
+    line of the engine makes another: sharing a rehearsal between runs that differ would be a rehearsal of a
+    different run."""
     import shutil
 
     repo = tmp_path / "repo"
     shutil.copytree(REPO, repo)
-    stage = repo / "recipes" / "lm_blocks" / "configs" / "train.yaml"
-    text = stage.read_text()
-    recipe = next(iter(analyze_path(repo / "recipes" / "lm_blocks", recipe=None).recipes))
+    shutil.copytree(repo / "recipes" / "lm_blocks", repo / "recipes" / "lm_twin")
+    twin = repo / "recipes" / "lm_twin"
+    stage = twin / "configs" / "train.yaml"
+    engine = twin / "engine" / "lm_blocks_engine.py"
+    text, code = stage.read_text(), engine.read_text()
 
-    def key() -> str | None:
-        return question(recipe, repo / "recipes" / "lm_blocks", repo, Options(), ["toy_engine/loss.py"])
+    def key(name: str) -> str | None:
+        recipe = next(iter(analyze_path(repo / "recipes" / name, recipe=None).recipes))
+        return question(recipe, repo / "recipes" / name, repo, Options(), ["toy_engine/loss.py"])
 
-    first = key()
+    first = key("lm_blocks")
+    assert first is not None and key("lm_twin") == first  # a copy: the same run
     stage.write_text(
-        text.replace(
-            "  attn_implementation: flash_attention_2\n", "  attn_implementation: flash_attention_2\n  note: any\n"
-        )
+        text.replace("  gradient_accumulation_steps: 2\n", "  gradient_accumulation_steps: 2\n  lr: 0.5\n")
     )
-    assert key() == first  # a key prepare_model() never reads
+    assert key("lm_twin") != first  # an optimizer setting moves the gradients
     stage.write_text(text.replace("    backend: inductor\n", "    backend: aot_eager\n", 1))
-    assert key() != first  # the compile call reads model.compile.backend
+    assert key("lm_twin") != first  # the compile call reads model.compile.backend
+    stage.write_text(text)
+    engine.write_text(code + "\n# another line of the engine\n")
+    assert key("lm_twin") != first  # the engine's own code

@@ -21,10 +21,12 @@ def question(
     recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options, changed: list[str]
 ) -> str | None:
     """What this recipe's rehearsal asks of a change, as a key: the changed files its run imports, its compile
-    path and call, its prepare_model() steps and the stage's values of the config keys they read, the model it
-    builds (its tiny config) and depth, wrap, data regime and backend. Two recipes with one key ask
-    the same question, and one rehearsal answers both. None when the recipe cannot be planned (it is then
-    rehearsed on its own)."""
+    path and call, its prepare_model() steps, the content of every file its run imports (its own files by their
+    place in the recipe, so a copied recipe is the same code), its stage's values whole (data, optimizer,
+    training), the model it builds (its tiny config) and depth, wrap, data regime and backend. Two recipes with
+    one key would run the same training, and one rehearsal answers both: any difference in what the run reads
+    (a learning rate, an image bound, the engine's own code) makes two questions. None when the recipe cannot be
+    planned (it is then rehearsed on its own)."""
 
     if recipe is None or not changed:
         return None
@@ -35,6 +37,7 @@ def question(
     except NotPlanned:
         return None
     call = (planned.compile_call or "").split(": ", 1)[-1]
+    config_file = Path(str(planned.spec.get("config_file")))
     steps = [(e.kind, " ".join(e.call.split()), e.condition) for ledger in recipe.ledger[:1] for e in ledger.events]
     return json.dumps(
         {
@@ -42,7 +45,8 @@ def question(
             "compile": [recipe.compile_path, call, sorted(planned.spec.get("targets") or [])],
             "prepare": steps,
             "model": [planned.model.model_type, planned.model.depth, _model_identity(planned)],
-            "settings": _settings(planned, steps),
+            "code": _code(recipe_root, repo_root),
+            "stage": _stage(config_file, planned.overrides),
             "wrap": [planned.world.wrap, planned.world.world_size],
             "data": [planned.data.mode, planned.data.regime, planned.data.max_seq_len, planned.data.accumulation],
             "backend": [planned.backend, planned.mode, planned.steps],
@@ -62,42 +66,43 @@ def _model_identity(planned: Any) -> str:
     return str(planned.model.source).split(" from ", 1)[0]
 
 
-def _settings(planned: Any, steps: list[Any]) -> dict[str, Any]:
-    """The stage's values of the config keys prepare_model() reads (`self.config.model.freeze_vit`, the
-    checkpointing switch: named in its steps' calls and conditions), less what the rehearsal overrides."""
-    import re
-
-    from model_compile.hard.rehearsal.planning.plan import load_stage
-
-    text = " ".join(f"{call} {' '.join(cond)}" for _, call, cond in steps)
-    # getattr(self.config.model, "x", default) reads model.x
-    text = re.sub(r"getattr\(\s*self\.config\.((?:\w+\.)*\w+)\s*,\s*[\"'](\w+)[\"'][^)]*\)", r"self.config.\1.\2", text)
-    read = set()
-    for m in re.finditer(r"\bconfig\.((?:\w+\.)*\w+)(\s*\()?", text):
-        read.add(m.group(1).rsplit(".", 1)[0] if m.group(2) else m.group(1))  # `x.model_dump()` reads x
-    try:
-        data = load_stage(Path(str(planned.spec.get("config_file"))))
-    except NotPlanned:
-        return {}
-    set_here = {o.split("=", 1)[0] for o in planned.overrides}
-    out: dict[str, Any] = {}
-    for key in sorted(read - set_here):
-        value: Any = data
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        out[key] = value
-    return out
-
-
 def answered(facts: RehearsalFacts, by: str) -> RehearsalFacts:
     """Another recipe's rehearsal, given as this recipe's answer: the same facts, saying whose they are."""
     copy = facts.model_copy(deep=True)
     copy.answered_by = by
     copy.notes.insert(
         0,
-        f"not rehearsed again: the change reaches this recipe as it reaches {by} (the same changed files, compile "
-        f"path, prepare_model() steps and the settings they read, model, depth, wrap, data regime and backend), so "
-        f"{by}'s rehearsal answers for both (its gradient figures are {by}'s own: the optimizer's settings, which "
-        "move them slightly, are not part of the question)",
+        f"not rehearsed again: the change reaches this recipe as it reaches {by} with the same run: the same code (every file "
+        f"its run imports, its own by their place in the recipe), the same stage values, model, depth, wrap, data "
+        f"and backend, so {by}'s rehearsal answers for both",
     )
     return copy
+
+
+def _code(recipe_root: Path, repo_root: Path) -> str:
+    """One hash of the files the recipe's run imports: the recipe's own by their path in the recipe, the rest by
+    their path in the repository."""
+    from model_compile.hard.rehearsal.reading.keys import run_closure
+
+    tree, closure = run_closure(repo_root, recipe_root)
+    try:
+        rel = recipe_root.resolve().relative_to(repo_root.resolve()).as_posix() + "/"
+    except ValueError:
+        rel = "\0"
+    h = hashlib.sha1()
+    for path in closure:
+        shown = "<recipe>/" + path[len(rel) :] if path.startswith(rel) else path
+        h.update(f"{shown}\0".encode())
+        h.update(tree.read_bytes(path) or b"\0<unreadable>")
+    return h.hexdigest()
+
+
+def _stage(config_file: Path, overrides: list[str]) -> Any:
+    """The stage's values as its run sees them: the file's data and the rehearsal's overrides."""
+    from model_compile.hard.rehearsal.planning.plan import load_stage
+
+    try:
+        data = load_stage(config_file)
+    except NotPlanned:
+        return None
+    return [data, sorted(overrides)]

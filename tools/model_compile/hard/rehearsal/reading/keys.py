@@ -137,17 +137,9 @@ def checkpoint_calls(repo_root: Path, recipe_root: Path) -> list[dict[str, Any]]
     """The repository's own save and resume calls (torch's checkpoint APIs) in the files the recipe's run
     imports, read statically: {form, does (saves, reads, loads, matches), site ('file:line'), function, call};
     `by_name` (matches) is a `named_parameters()` call in a module that saves or loads checkpoints."""
-    from model_compile.parse.imports import ImportGraph
-
-    tree = _Tracked(repo_root)
-    try:
-        rel = recipe_root.resolve().relative_to(repo_root.resolve()).as_posix()
-    except ValueError:
-        return []
-    graph = ImportGraph(tree)
-    roots = [p for p in graph.py if p.startswith(rel + "/") and "/tests/" not in p]
+    tree, closure = run_closure(repo_root, recipe_root)
     out = []
-    for path in sorted(graph.closure(roots)):
+    for path in closure:
         data = tree.read_bytes(path)
         if data is None or b"state_dict" not in data and b"checkpoint" not in data:
             continue
@@ -174,6 +166,21 @@ def checkpoint_calls(repo_root: Path, recipe_root: Path) -> list[dict[str, Any]]
                 by_name[-1]["call"] = "named_parameters"
         out += mine + (by_name if mine else [])  # by name only in a module that saves or resumes checkpoints
     return out
+
+
+def run_closure(repo_root: Path, recipe_root: Path) -> tuple[Any, list[str]]:
+    """(the repository's tracked files, the Python files the recipe's run imports, read statically from its own
+    non-test files: sorted paths from `repo_root`); no files when the recipe lies outside `repo_root`."""
+    from model_compile.parse.imports import ImportGraph
+
+    tree = _Tracked(repo_root)
+    try:
+        rel = recipe_root.resolve().relative_to(repo_root.resolve()).as_posix()
+    except ValueError:
+        return tree, []
+    graph = ImportGraph(tree)
+    roots = [p for p in graph.py if p.startswith(rel + "/") and "/tests/" not in p]
+    return tree, sorted(graph.closure(roots))
 
 
 class _Tracked:
