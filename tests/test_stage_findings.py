@@ -77,3 +77,26 @@ def test_a_schema_without_compile_is_one_finding_naming_the_dead_gate():
 
 
 IGNORE_MC201 = '[tool.model-compile]\nignore = ["MC201"]\n'
+
+
+SMOKE = '''"""A smoke test of the recipe's own kind (its own fixture, written here)."""
+
+from example_engine.testing import load_smoke_test_config
+
+
+def smoke_process(config_name, config_overrides):
+    return load_smoke_test_config(
+        config_name,
+        config_overrides=config_overrides,
+        extra_override={"data": {"cache": False}, "model": {"compile": False}, "optim": {"steps": 1}},
+    )
+'''
+
+
+def test_a_smoke_test_whose_compile_override_the_schema_rejects_is_the_first_finding():
+    findings = _findings({"train": _stage(True, None)}, files={"tests/test_smoke.py": SMOKE, **_FSDP2_PER_BLOCK})
+    first = findings[0]
+    assert (first.rule, first.severity, first.file) == ("MC211", "error", "recipes/example/tests/test_smoke.py")
+    assert "smoke_process overrides `model.compile` with `False`" in first.message
+    assert "every run of this test fails config validation as configured" in first.message
+    assert findings[1].rule == "MC407"  # the warning that states what the stage does leads the warnings

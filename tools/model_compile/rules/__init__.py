@@ -27,6 +27,7 @@ from model_compile.rules.placement import (
     TwoCompilePaths,
     UnreachableCompile,
 )
+from model_compile.rules.recipe_tests import TestOverrideRejected
 from model_compile.rules.structure import FileDoesNotParse, NoCompileSupport, SuppressionWithoutReason
 from model_compile.rules.wrapping import CompileAfterWrap, KitCompileAfterWrap, WholeModelBeforeBlockSharding
 
@@ -58,6 +59,7 @@ ALL_RULES: list[type[Rule]] = sorted(
         WholeModelBeforeBlockSharding,
         KitCompileAfterWrap,
         SuppressionWithoutReason,
+        TestOverrideRejected,
     ],
     key=lambda r: r.id,
 )
