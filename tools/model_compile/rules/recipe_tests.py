@@ -80,11 +80,11 @@ def compile_overrides(path: str, tree: ast.Module) -> list[CompileOverride]:
                     continue
                 out.append(CompileOverride(path, value.lineno, key, ast.unparse(value), form, where))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("model.compile"):
-            key, eq, value = node.value.partition("=")
+            key, eq, written = node.value.partition("=")
             if not eq or key not in ("model.compile", *(f"model.compile.{f}" for f in _FIELDS)):
                 continue
             form = "flat" if key == "model.compile" else "section"
-            out.append(CompileOverride(path, node.lineno, key, value, form, where))
+            out.append(CompileOverride(path, node.lineno, key, written, form, where))
     return sorted(out, key=lambda o: (o.file, o.line))
 
 
