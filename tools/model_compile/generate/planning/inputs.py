@@ -33,12 +33,14 @@ from model_compile.recipe_tests import default_context
 def run_stage(
     files: locate.RecipeFiles, facts: dict[str, StageFacts], text: RepoText, default: str
 ) -> tuple[str, list[str]]:
-    """The stage the README's and the notes' commands run, and the smoke options it needs: the first stage
-    that enables compile today (a stage3-only change runs stage3, on its mesh's world size), else `default`."""
+    """The stage the README's and the notes' commands run, and the smoke options it needs (`--config-name` and
+    its mesh's `--world-size`, where the recipe's conftest.py registers them): `default` when it compiles or no
+    stage does, else the first stage that enables compile today (a stage3-only change runs stage3)."""
     enabled = sorted(name for name, f in facts.items() if f.static_value("enabled")[1] is True)
-    if not enabled or default in enabled:
-        return default, []
-    return enabled[0], stage_options(text.test_options, enabled[0], world_size(facts[enabled[0]]))
+    stage = default if not enabled or default in enabled else enabled[0]
+    if stage not in facts:
+        return stage, []
+    return stage, stage_options(text.test_options, stage, world_size(facts[stage]))
 
 
 def kit_of(kits: list[KitFacts], name: str | None) -> KitFacts | None:

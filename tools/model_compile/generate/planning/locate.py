@@ -167,12 +167,15 @@ class ModelLayout:
     def block_containers(self, exclude: list[str] | None = None) -> list[str]:
         """The containers of the model's repeated blocks (relative to the model): those of its FSDP units
         (`_no_split_modules`) when it names any, else every container of blocks; less the regions in `exclude`."""
-        containers = self.tree.containers()
+        containers = [
+            c
+            for c in self.tree.containers()
+            if not any(c.path == x or c.path.startswith(x + ".") for x in exclude or [])
+        ]
         units = [
             c for c in containers if (e := self.tree.element(c.path)) and e.cls.rsplit(".", 1)[-1] in self.tree.no_split
         ]
-        chosen = [c.path for c in (units or containers)]
-        return [c for c in chosen if not any(c == x or c.startswith(x + ".") for x in exclude or [])]
+        return [c.path for c in (units or containers)]
 
     def holder(self, container: str) -> str | None:
         """The nearest module above `container` that holds more than it (the stack's model: `model.language_model`)."""
@@ -272,3 +275,18 @@ def infer_target(
         if present:
             return TargetChoice(f"{model_var}.{present[0]}", True, f"the region the kit keeps eager: {layout.why}")
     return None
+
+
+def check_exists(target: str, model_var: str, layout: ModelLayout | None, kind: str) -> None:
+    """Refuse a target the model's code shows it does not have (one line, the modules it has instead)."""
+    if layout is None or kind == "post-wrap" or not target.startswith(model_var + "."):
+        return
+    rel = target[len(model_var) + 1 :]
+    if layout.has(rel) is not False:
+        return
+    parent = rel.rsplit(".", 1)[0] if "." in rel else ""
+    while parent and layout.has(parent) is False:
+        parent = parent.rsplit(".", 1)[0] if "." in parent else ""
+    have = ", ".join(c.path.rsplit(".", 1)[-1] for c in layout.tree.children(parent)) or "none"
+    where = f"`{model_var}.{parent}`" if parent else f"`{model_var}`"
+    raise InputError(f"--target {target}: {layout.name} has no module `{rel}` ({layout.why}); {where} has: {have}")

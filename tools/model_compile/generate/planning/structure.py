@@ -99,7 +99,7 @@ def _checkpointing(ledgers: list[Ledger], stages: dict[str, StageFacts], texts: 
         return where + (f", when `{' and '.join(e.condition)}`" if e.condition else "")
     key = keys[-1].removeprefix("self.").removeprefix("config.")
     on = [name for name, text in texts.items() if _yaml_true(text, key)]
-    return f"{where}, when `{key}`" + (f": true in {', '.join(on)}" if on else " (no stage YAML sets it true)")
+    return f"{where}, when `{key}`" + (f": true in {', '.join(on)}" if on else " (no stage acted on sets it true)")
 
 
 def _yaml_true(text: str, key: str) -> bool:
