@@ -265,7 +265,7 @@ def infer_target(
     if layout is None:
         return None
     containers = layout.block_containers(exclude)
-    why = f"the model's repeated blocks: {layout.why}"
+    why = f"the repeated blocks of {layout.name}, read as said above"
     if path == "regional" and containers:
         return TargetChoice(",".join(f"{model_var}.{c}" for c in containers), True, why)
     if path == "submodule" and containers and (holder := layout.holder(containers[0])):
