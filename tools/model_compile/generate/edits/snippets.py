@@ -107,6 +107,7 @@ class Renderer:
         enabled_default: str = "False",
         line_length: int = 120,
         targets: list[str] | None = None,
+        inside: list[str] | None = None,
     ) -> str:
         """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax
         (`enabled_default`: the schema's default of `model.compile.enabled`, as its source text), every line
@@ -129,6 +130,7 @@ class Renderer:
             reason=reason,
             scope=scope or f"`{target}`",
             eager=list(eager or []),
+            inside=list(inside or []),
             launch_command=cmds.get("launch", ""),
             test_command=cmds.get("tests", ""),
             tests_note=cmds.get("tests_note", ""),

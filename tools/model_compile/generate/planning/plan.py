@@ -35,7 +35,7 @@ from model_compile.generate.planning.inputs import (
 )
 from model_compile.generate.planning.options import Options
 from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes, test_override_note
-from model_compile.generate.planning.stage_models import acted_stages, models_of, stage_models, stage_ranks
+from model_compile.generate.planning.stage_models import acted_stages, models_of, runs_inside, stage_models, stage_ranks
 from model_compile.generate.planning.structure import check_structure, kept_eager, suggest_regional
 from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
@@ -43,6 +43,7 @@ from model_compile.generate.style.formatting import Formatter, format_changes
 from model_compile.generate.style.repo_style import read_style
 from model_compile.generate.style.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
 from model_compile.ledger.compiled_scope import planned_scope
+from model_compile.ledger.hazards import describe
 from model_compile.parse import recipe_test_options
 from model_compile.parse.documentation import kit_avoidance
 from model_compile.parse.stages import stage_facts
@@ -314,6 +315,12 @@ def build_plan(opts: Options) -> Plan:
         for lg in lgs.values()
         for e in lg.of("patch")
     ]
+    inside: list[str] = []  # what of the repository's code runs inside the targets, and its compile hazards
+    if layout is not None and opts.path != "post-wrap":
+        ran, attn = runs_inside(files, layout, readme_targets, model_var, all_ledgers, acted, kept)
+        inside = describe(ran, model_var, attn)
+        plan.notes.extend(f"inside the compiled targets: {line}" for line in inside)
+        patches = [p for p in patches if p not in {x.patch for x in ran.patched}]  # the rest may stay eager
     # the kit class this recipe calls (the one added, or its own): only its regions are the recipe's
     called = kit_import[1] if kit_import else (report.kits[0] if report is not None and report.kits else None)
     if opts.path == "kit":
@@ -348,6 +355,7 @@ def build_plan(opts: Options) -> Plan:
             enabled_default=default,
             line_length=repo_text.line_length,
             targets=readme_targets,
+            inside=inside,
         ),
     )
     if new != old:

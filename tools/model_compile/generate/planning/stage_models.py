@@ -23,6 +23,8 @@ from pathlib import Path
 from model_compile.errors import InputError
 from model_compile.generate.edits.base_tests import world_size
 from model_compile.generate.planning import locate
+from model_compile.ledger.callgraph import Finder
+from model_compile.ledger.hazards import Inside, inside, patch_functions, target_starts
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.stage_gates import load_stages, lookup
 from model_compile.parse.model_source import (
@@ -342,3 +344,28 @@ def models_of(models: StageModels | None) -> str:
     """`the model of stage2`, `the model of stage1, stage2`: the stages the layout was read for."""
     stages = [s.stage for s in models.stages if s.layout is not None] if models is not None else []
     return f"the model of {', '.join(stages)}" if stages else "the recipe's model"
+
+
+def runs_inside(
+    files: locate.RecipeFiles,
+    layout: locate.ModelLayout,
+    targets: list[str],
+    model_var: str,
+    ledgers: list[Ledger],
+    stages: list[str],
+    exclude: list[str] | None = None,
+) -> tuple[Inside, str | None]:
+    """What of the repository's code runs inside the targets (relative to the model: `X.*.self_attn`), read with
+    the acted stages' `attn_implementation` where they agree on one, and that value. `exclude`: regions kept eager
+    (what the kit disables), relative to the model."""
+    values = set()
+    for stage in stages:
+        path = next((p for p in files.stages if p.stem == stage), None)
+        data = next(iter(load_stages({"s.yaml": locate.read_text(path)}).values()), None) if path else None
+        value = lookup(data, ["x", "attn_implementation"]) if data is not None else None
+        values.add(value if isinstance(value, str) else None)
+    attn = values.pop() if len(values) == 1 else None
+    finder = Finder(Resolver(files.root, find_transformers(files.root)))
+    rel = [t[len(model_var) + 1 :] if t.startswith(model_var + ".") else "" for t in targets]
+    starts = target_starts(finder, layout.tree, locate.model_files(files), rel, exclude or [])
+    return inside(finder, files.root, starts, patch_functions(finder, files.recipe, ledgers), attn), attn
