@@ -58,6 +58,7 @@ CASES = {
         "reason": REASON,
         "scope": "`model.model.language_model`",
         "eager": ["what `model` runs outside `model.model.language_model`"],
+        "inside": [],
         "launch_command": "torchrun --nproc_per_node=8 -m toy.launch --config ./recipes/toy/configs/train.yaml model.compile.enabled=true",
         "test_command": "python -m pytest recipes/toy/tests/test_smoke.py -q --run-smoke --config-override model.compile.enabled=true",
         "tests_note": "",
@@ -83,6 +84,12 @@ CASES.update(
             **CASES["readme/compile_section.md.j2"],
             "kind": "regional",
             "targets": ["model.model.language_model.layers.*.self_attn", "model.model.language_model.layers.*.mlp"],
+            "inside": [
+                "`packing.segment_lengths`, replaced by apply_segment_patch (recipes/toy/model/patch.py:14), runs inside "
+                "`model.model.language_model.layers.*.self_attn` (ToyAttention.forward)",
+                "compile hazards in the repository's code the targets run: recipes/toy/model/patch.py:15 `.item()`: a "
+                "tensor value read into Python (graph break)",
+            ],
         },
     }
 )
