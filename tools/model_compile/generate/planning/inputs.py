@@ -202,8 +202,11 @@ def recipe_tests_context(
     fx: engine_edit.EngineFacts,
     style: RepoStyle,
     root_class: str | None,
+    ledgers: list[Ledger] | None = None,
 ) -> dict:
-    """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
+    """Context for templates/recipe_tests/*.j2, filled through the shared default_context(); `ledgers`: the
+    engine's, for the distributed wrap prepare_model() calls in its own body (the structure assert checks the
+    compile's side of it)."""
     compile_path = requested_path(opts.path)
     model_var = fx.model_var
     patterns: list[str] = []
@@ -227,6 +230,8 @@ def recipe_tests_context(
     }
     if root_class:
         overrides["config_class"] = root_class
+    wraps = [e for lg in ledgers or [] for e in lg.of("wrap") if e.reachable and not e.via]
+    overrides["wrap_call"] = wraps[0].call.split("(")[0].split("=")[-1].strip().rsplit(".", 1)[-1] if wraps else ""
     stems = [p.stem for p in files.stages]
     if stems:
         overrides["config_name"] = "train" if "train" in stems else stems[0]

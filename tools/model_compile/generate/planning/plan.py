@@ -363,7 +363,7 @@ def build_plan(opts: Options) -> Plan:
     plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    context = recipe_tests_context(files, opts, targets, first, style, root_class)
+    context = recipe_tests_context(files, opts, targets, first, style, root_class, all_ledgers)
     rendered = planned_recipe_tests(context, override)
     missing_hooks = missing_parity_hooks(files, first_path, first.class_name)
     if missing_hooks:  # a parity test that calls what the engine lacks would only fail: say so instead
