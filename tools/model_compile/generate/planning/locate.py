@@ -199,12 +199,13 @@ def model_files(files: RecipeFiles) -> list[Path]:
 
 
 def model_layout(
-    files: RecipeFiles, kit_files: list[Path] | None = None, builder: str | None = None
+    files: RecipeFiles, kit_files: list[Path] | None = None, builder: str | None = None, only: list[str] | None = None
 ) -> ModelLayout | None:
     """The recipe's model class and module tree, read from its model code or the transformers of its environment
     (`parse/model_source.py`); None when neither names a class the tool can read. `kit_files`: the kit modules
-    whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with."""
-    stages = {p.name: _read(p) for p in files.stages}
+    whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with;
+    `only`: the stages whose checkpoints count (default every stage)."""
+    stages = {p.name: _read(p) for p in files.stages if only is None or p.stem in only}
     kits = list(kit_files or [])
     found = recipe_model_class(files.root, model_files(files), stages, kits, builder)
     if found is None and builder is not None:  # a builder the tool could not follow: any class of the model code

@@ -287,9 +287,9 @@ def stage_models(
     call = load_call(files.root, files.recipe, ledgers)
     by_stem = {p.stem: p for p in files.stages}
     out = StageModels()
-    if call is None or not call.callee.startswith("Auto"):
-        layout = locate.model_layout(files, kit_files, builder)
+    if call is None or not call.callee.startswith("Auto"):  # the recipe's code, or its kit's builder
         for stage in stages:
+            layout = locate.model_layout(files, kit_files, builder, [stage])
             why = layout.why if layout is not None else "the model's class and code were not found"
             out.stages.append(StageModel(stage, layout, why))
         return out
