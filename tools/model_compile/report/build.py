@@ -203,7 +203,7 @@ def recipe_section(
             rows[0].existing = True  # its errors are all on the base too: the soft layer fails there as well
         if recipe_dir is not None and recipe.compile_path != "none":
             stages = touched_stages(diff) if diff is not None else None
-            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
+            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged, facts=recipe):
                 if row.status == "not-run" and row.reason is None:
                     row.reason = hard_note or "soft review only (add --hard)"
                 rows.append(_in_form(row, recipe.config.form))
