@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_compile.parse.model_source import Resolver, parse_file
+from model_compile.parse.model_source import _index as import_index
 
 MAX_FUNCTIONS = 800
 
@@ -66,22 +67,11 @@ def _defs(file: Path) -> tuple[dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
     return functions, classes
 
 
-@functools.lru_cache(maxsize=1024)
 def _imports(file: Path) -> tuple[dict[str, tuple[int, str, str]], dict[str, str]]:
-    """`from ... import` names (level, module, name), and module aliases (`import a.b as c`), anywhere in the file."""
-    tree = parse_file(file)
-    froms: dict[str, tuple[int, str, str]] = {}
-    modules: dict[str, str] = {}
-    for node in ast.walk(tree) if tree is not None else []:
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                froms.setdefault(alias.asname or alias.name, (node.level, node.module or "", alias.name))
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                modules.setdefault(
-                    alias.asname or alias.name.split(".")[0], alias.name if alias.asname else alias.name.split(".")[0]
-                )
-    return froms, modules
+    """`from ... import` names (level, module, name), and module aliases (`import a.b as c`), anywhere in the file
+    (the class resolver's index: one reading of both)."""
+    index = import_index(file)
+    return (index[1], index[2]) if index is not None else ({}, {})
 
 
 class Finder:
