@@ -109,3 +109,15 @@ def test_the_launch_and_smoke_commands_carry_the_stage_world_size_and_the_overri
     code, _, err = run_generate(str(recipe), "--enable", "stage2", "--reason", "measured on the long stage")
     assert code == 0, err
     assert smoke in err
+
+
+def test_an_error_in_the_recipes_own_tests_is_not_a_wiring_to_repair(tmp_path):
+    root = make_repo(tmp_path, use_git=False)
+    recipe = root / RECIPE_REL
+    assert run_generate(str(recipe), "--path", "kit", "--write")[0] == 0
+    (recipe / "tests").mkdir(exist_ok=True)
+    (recipe / "tests/test_smoke.py").write_text("OVERRIDE = {'model': {'compile': False}}\n")
+    code, out, err = run_generate(str(recipe), "--path", "kit")
+    assert code == 0 and out == ""
+    assert "already wired: compiles through kit" in err and "the recipe's own tests have MC211" in err
+    assert "repairing" not in err
