@@ -64,6 +64,11 @@ def default_context(recipe_name: str, compile_path: str = "kit", **overrides: An
         "allowed_backends": list(ALLOWED_BACKENDS),
         "allowed_modes": list(ALLOWED_MODES),
         "compile_section": "model.compile",
+        # the config keys of the switch, backend and mode (the older flat form: model.compile, model.compile_backend,
+        # model.compile_mode)
+        "switch_key": "model.compile.enabled",
+        "backend_key": "model.compile.backend",
+        "mode_key": "model.compile.mode",
         # what the structure assert reads in prepare_model()'s source: the compile call under the switch, and the
         # distributed wrap it must come before ("" when prepare_model() calls none itself)
         "compile_call": "apply_model_compile" if compile_path == "kit" else "compile",

@@ -20,7 +20,15 @@ from model_compile.generate.planning.options import BACKENDS, CONFIG_EXPR, MODES
 
 FILES = Path(__file__).parent / "files"
 REASON = "vision tower has data dependent shapes"
-BASE = {"config_expr": CONFIG_EXPR, "model_var": "model", "kit_attr": "self.model_kit", "reason": REASON}
+BASE = {
+    "config_expr": CONFIG_EXPR,
+    "switch_expr": f"{CONFIG_EXPR}.enabled",
+    "backend_expr": f"{CONFIG_EXPR}.backend",
+    "mode_expr": f"{CONFIG_EXPR}.mode",
+    "model_var": "model",
+    "kit_attr": "self.model_kit",
+    "reason": REASON,
+}
 
 CASES = {
     "compile/kit.py.j2": {**BASE, "target": "model", "kind": "kit"},

@@ -11,7 +11,9 @@ import inspect
 import textwrap
 
 COMPILE_PATH = "fallback:regional"
-COMPILE_SECTION = "model.compile"
+SWITCH = "model.compile.enabled"  # the config keys the asserts read
+BACKEND = "model.compile.backend"
+MODE = "model.compile.mode"
 COMPILE_CALL = "compile"  # called under the compile switch
 WRAP_CALL = "parallelize_model"  # the distributed wrap ("": none in prepare_model)
 COMPILE_BEFORE_WRAP = True
@@ -30,14 +32,14 @@ def _get(node, name):
     return node[name] if isinstance(node, dict) else getattr(node, name)
 
 
-def _section(config):
-    for part in COMPILE_SECTION.split("."):
+def _value(config, key):
+    for part in key.split("."):
         config = _get(config, part)
     return config
 
 
 def _on(engine):
-    return _get(_section(engine.config), "enabled") is True
+    return _value(engine.config, SWITCH) is True
 
 
 def _match(want, name):
@@ -56,11 +58,10 @@ def _record(hook, engine):
 
 
 def test_config_structure(config):
-    """The compile section has a bool `enabled` and a supported backend and mode."""
-    section = _section(config)
-    assert isinstance(_get(section, "enabled"), bool), f"{COMPILE_SECTION}.enabled"
-    assert _get(section, "backend") in ALLOWED_BACKENDS, f"{COMPILE_SECTION}.backend"
-    assert _get(section, "mode") in ALLOWED_MODES, f"{COMPILE_SECTION}.mode"
+    """The compile switch is a bool, the backend and mode supported ones."""
+    assert isinstance(_value(config, SWITCH), bool), SWITCH
+    assert _value(config, BACKEND) in ALLOWED_BACKENDS, BACKEND
+    assert _value(config, MODE) in ALLOWED_MODES, MODE
 
 
 def test_engine_structure(engine_class):
@@ -68,12 +69,11 @@ def test_engine_structure(engine_class):
     tree = ast.parse(textwrap.dedent(inspect.getsource(engine_class.prepare_model)))
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     named = {c: ast.unparse(c.func).rsplit(".", 1)[-1] for c in calls}
-    switch = f"{COMPILE_SECTION}.enabled"
     ifs = [n for n in ast.walk(tree) if isinstance(n, ast.If)]
-    gates = [n for n in ifs if switch in ast.unparse(n.test)]
+    gates = [n for n in ifs if SWITCH in ast.unparse(n.test)]
     inside = {id(c) for g in gates for c in ast.walk(g)}
     compiles = [c.lineno for c in calls if named[c] == COMPILE_CALL and id(c) in inside]
-    assert compiles, f"prepare_model: no {COMPILE_CALL}(...) under `if ...{switch}`"
+    assert compiles, f"prepare_model: no {COMPILE_CALL}(...) under `if ...{SWITCH}`"
     wraps = [c.lineno for c in calls if WRAP_CALL and named[c] == WRAP_CALL]
     assert wraps or not WRAP_CALL, f"prepare_model no longer calls {WRAP_CALL}(...)"
     side = "before" if COMPILE_BEFORE_WRAP else "after"

@@ -26,7 +26,7 @@ from model_compile.generate.style.repo_text import RepoText
 from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
-from model_compile.parse.models import StageFacts
+from model_compile.parse.models import StageFacts, config_key
 from model_compile.recipe_tests import default_context
 
 
@@ -203,6 +203,7 @@ def recipe_tests_context(
     style: RepoStyle,
     root_class: str | None,
     ledgers: list[Ledger] | None = None,
+    form: str | None = None,
 ) -> dict:
     """Context for templates/recipe_tests/*.j2, filled through the shared default_context(); `ledgers`: the
     engine's, for the distributed wrap prepare_model() calls in its own body (the structure assert checks the
@@ -230,6 +231,13 @@ def recipe_tests_context(
     }
     if root_class:
         overrides["config_class"] = root_class
+    if form == "flat":  # the recipe's older flat keys, as its schema declares them
+        overrides.update(
+            {
+                k: config_key("flat", f)
+                for k, f in (("switch_key", "enabled"), ("backend_key", "backend"), ("mode_key", "mode"))
+            }
+        )
     wraps = [e for lg in ledgers or [] for e in lg.of("wrap") if e.reachable and not e.via]
     overrides["wrap_call"] = wraps[0].call.split("(")[0].split("=")[-1].strip().rsplit(".", 1)[-1] if wraps else ""
     stems = [p.stem for p in files.stages]

@@ -104,6 +104,7 @@ def build_plan(opts: Options) -> Plan:
         if engine_edit.engine_classes(module):
             parsed.append((path, text, module))
     report, kits = recipe_report(files.recipe) if parsed else (None, [])
+    r.form = report.config.schema_.form if report is not None else None  # the code reads the schema's own form
     ledgers = recipe_ledgers(report)
     engines = []
     for path, text, module in parsed:
@@ -363,7 +364,7 @@ def build_plan(opts: Options) -> Plan:
     plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    context = recipe_tests_context(files, opts, targets, first, style, root_class, all_ledgers)
+    context = recipe_tests_context(files, opts, targets, first, style, root_class, all_ledgers, r.form)
     rendered = planned_recipe_tests(context, override)
     missing_hooks = missing_parity_hooks(files, first_path, first.class_name)
     if missing_hooks:  # a parity test that calls what the engine lacks would only fail: say so instead

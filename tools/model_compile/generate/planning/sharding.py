@@ -116,7 +116,7 @@ def test_override_note(text: RepoText) -> str | None:
     if off:
         return (
             f"{off[0].file}:{off[0].line} turns compile off in the smoke test ({off[0].key}: {off[0].value}): each "
-            "smoke command here carries `--config-override model.compile.enabled=true`, else it would run eager"
+            f"smoke command here carries `--config-override {text.switch_on}`, else it would run eager"
         )
     return None
 

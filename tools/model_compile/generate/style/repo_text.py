@@ -20,7 +20,7 @@ from model_compile.generate.planning.locate import RecipeFiles
 from model_compile.generate.style.repo_style import read_style
 from model_compile.parse import recipe_test_options
 from model_compile.parse.launch import Launch, find_launch, launcher_takes_dotlist
-from model_compile.parse.models import ConfigForm, StageFacts
+from model_compile.parse.models import ConfigForm, StageFacts, config_key
 from model_compile.rules.recipe_tests import CompileOverride, compile_overrides, rejected
 
 COMPILE_ON = "model.compile.enabled=true"
@@ -47,6 +47,12 @@ class RepoText:
     written: dict[str, str] = field(default_factory=dict)  # the backend and mode generate writes where a stage has none
 
     @property
+    def switch_on(self) -> str:
+        """The dotlist that turns compile on in this recipe's form: `model.compile.enabled=true`, or
+        `model.compile=true` in the older flat form."""
+        return f"{config_key(self.schema_form, 'enabled')}=true"
+
+    @property
     def rejected(self) -> list[CompileOverride]:
         """The tests' compile overrides the schema rejects (MC211): a run needs a command-line override after them."""
         return [o for o in self.test_overrides if rejected(o, self.schema_form)]
@@ -59,7 +65,7 @@ class RepoText:
     def compile_on(self, facts: StageFacts | None) -> list[str]:
         """The dotlist overrides a smoke run of the stage with compile on needs: the switch, and where the tests
         replace the section wholesale (MC211), the stage's own backend and mode (else the schema's defaults)."""
-        out = [COMPILE_ON]
+        out = [self.switch_on]
         if self.rejected and self.schema_form == "section":
             for key in ("backend", "mode"):
                 known, value = facts.static_value(key) if facts is not None else (False, None)
@@ -158,7 +164,7 @@ def run_commands(
     recipe = files.rel(files.recipe)
     out = {"launch": "", "tests": "", "stage_file": f"{recipe}/configs/{stage}.yaml", "tests_note": ""}
     if text.launch is not None:
-        out["launch"] = with_ranks(own_launch(text.launch.with_override(COMPILE_ON), recipe, stage), ranks)
+        out["launch"] = with_ranks(own_launch(text.launch.with_override(text.switch_on), recipe, stage), ranks)
     if text.has_smoke_test:
         conv = text.test_options
         cmd = smoke_command(recipe, conv, smoke_options or [])
