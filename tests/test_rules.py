@@ -54,7 +54,7 @@ def test_invalid_example_is_flagged(rule, example):
         broken = [f.message for f in report.all_findings() if f.rule == "MC000"]
         assert not broken, f"the INVALID example itself does not parse: {broken}"
     for f in hits:
-        assert f.severity == rule.severity
+        assert f.severity == (example.severity or rule.severity)
         assert f.fix and f.message and f.line >= 1
         assert f.subject, f"{rule.id} finding has no subject (diff fingerprints need one)"
     marks = _marks(example)

@@ -39,6 +39,25 @@ def make_repo(tmp_path: Path, engine: str = "none_assign", *, use_git: bool = Tr
     return root
 
 
+def checkpointing_off(root: Path) -> Path:
+    """Gradient checkpointing off in every stage of the toy recipe (the blocks are not checkpointed: a whole block
+    is the target), committed where the repository is a git one."""
+    for stage in (root / RECIPE_REL / "configs").glob("*.yaml"):
+        text = stage.read_text()
+        if "gradient_checkpointing:" in text:
+            text = text.replace("    enabled: true\n    use_reentrant", "    enabled: false\n    use_reentrant")
+        else:
+            text = text.replace(
+                "    freeze_vit: false\n", "    freeze_vit: false\n    gradient_checkpointing: {enabled: false}\n"
+            )
+        stage.write_text(text)
+    if (root / ".git").exists():
+        repo = git.Repo(root)
+        repo.git.add(A=True)
+        repo.index.commit("checkpointing off")
+    return root
+
+
 def run_generate(*argv: str) -> tuple[int, str, str]:
     """Run the generate subcommand as the CLI does (one-line errors, exit 2)."""
     from model_compile import cli

@@ -103,7 +103,7 @@ def test_conftest_follows_the_siblings_and_the_stage_mesh(templated):
     assert "--world-size (default 8: parallel.mesh of train.yaml: replicate -1 x shard 4 x tensor 2)" in err
     assert (
         "recipe smoke test with compile on: python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --run-smoke "
-        "--config-override model.compile.enabled=true" in err
+        "--config-name train --world-size 8 --config-override model.compile.enabled=true" in err  # the stage's own
     )
 
 

@@ -138,8 +138,9 @@ def test_a_block_sharded_stage_gets_the_regional_alternative_and_the_smoke_comma
     assert "stage2 (parallel.mesh.shard: 4) shards the model block by block with FSDP2" in err
     assert "See it for this stage: `model-compile rehearse recipes/toy_vlm --config-name stage2`" in err
     assert (
-        "regional instead: model-compile generate recipes/toy_vlm --path regional --switch "
-        '--target model.model.language_model.layers --reason "..."' in err
+        "regional instead: model-compile generate recipes/toy_vlm --path regional --switch --config-name stage2 "
+        "--target 'model.model.language_model.layers.*.self_attn' --target 'model.model.language_model.layers.*.mlp' "
+        '--reason "..."' in err  # stage2 leaves checkpointing to the schema: not decided, so the blocks' insides
     )
     assert "python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --config-name stage2 --world-size 8" in err
 
@@ -180,7 +181,10 @@ def test_kit_on_a_block_sharded_recipe_says_what_that_means(repo):
     assert code == 0, err
     assert "info MC407" in err
     assert "train (parallel.mesh.shard: 8) shards the model block by block with FSDP2: the kit path" in err
-    assert "--path regional --switch --target model.model.language_model.layers" in err
+    # checkpointing is on in train: each block's attention and MLP (one rule, whatever transformers)
+    assert (
+        "--path regional --switch --config-name train --target 'model.model.language_model.layers.*.self_attn'" in err
+    )
 
 
 def test_no_sharding_note_where_the_wrapper_does_not_shard_per_block(repo):

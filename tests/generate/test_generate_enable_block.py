@@ -140,3 +140,23 @@ def test_enable_turns_the_flat_switch_on_in_place(flat):
     assert code == 0, err
     text = (flat / RECIPE_REL / "configs" / "train.yaml").read_text()
     assert "model-compile: enabled" not in text and "  compile: false  # off\n" in text
+
+
+def test_a_switch_on_a_flat_recipe_writes_its_own_keys_and_commands(flat):
+    """The older flat form keeps its keys: the regional block reads `model.compile` and `compile_backend`, the
+    launch and smoke commands turn on `model.compile=true`, and the asserts read the same keys."""
+    (flat / RECIPE_REL / "README.md").write_text(
+        "# toy\n\n```bash\ntorchrun --nproc_per_node=1 -m toykit.launch --config recipes/toy_vlm/configs/train.yaml\n```\n"
+    )
+    _commit(flat)
+    code, out, err = run_generate(
+        str(flat / RECIPE_REL), "--path", "regional", "--switch", "--reason", "per block compile before sharding"
+    )
+    assert code == 0, err
+    assert (
+        "if self.config.model.compile:" in out
+        and ".compile.enabled" not in out.split("+++ b/recipes/toy_vlm/README")[0]
+    )
+    assert "backend=self.config.model.compile_backend," in out and "mode=self.config.model.compile_mode" in out
+    assert "run with compile on: torchrun" in err and "model.compile=true" in err and "compile.enabled=true" not in err
+    assert 'SWITCH = "model.compile"' in out and 'BACKEND = "model.compile_backend"' in out

@@ -7,7 +7,16 @@ import json
 
 import git
 import pytest
-from gen_helpers import ENGINE_REL, REASON, RECIPE_REL, assert_one_gated_block, make_repo, run_generate, snapshot
+from gen_helpers import (
+    ENGINE_REL,
+    REASON,
+    RECIPE_REL,
+    assert_one_gated_block,
+    checkpointing_off,
+    make_repo,
+    run_generate,
+    snapshot,
+)
 
 FALLBACK_TARGETS = {
     "submodule": "model.model.language_model",
@@ -93,6 +102,7 @@ def test_new_init_mirrors_the_base_class(tmp_path, signature, expected, imported
 
 @pytest.mark.parametrize("kind", ["submodule", "graph-break", "regional"])
 def test_fallbacks_infer_target_and_document(repo, kind):
+    checkpointing_off(repo)  # whole blocks (checkpointed ones get their attention and MLP: test_generate_scopes)
     code, out, err = run_generate(str(repo / RECIPE_REL), "--path", kind, "--reason", REASON, "--write")
     assert code == 0, err
     target = FALLBACK_TARGETS[kind]
@@ -168,6 +178,7 @@ def test_idempotent(tmp_path, engine, args):
 
 
 def test_switching_paths_leaves_one_block(repo):
+    checkpointing_off(repo)
     recipe = str(repo / RECIPE_REL)
     assert run_generate(recipe, "--path", "regional", "--reason", REASON, "--write", "--force")[0] == 0
     code, _, err = run_generate(recipe, "--write", "--force")
@@ -190,6 +201,7 @@ def test_dry_run_prints_diff_and_writes_nothing(repo):
 
 
 def test_json_lists_files_hunks_and_snippets(repo):
+    checkpointing_off(repo)
     code, out, err = run_generate(str(repo / RECIPE_REL), "--path", "submodule", "--reason", REASON, "--format", "json")
     assert code == 0, err
     data = json.loads(out)

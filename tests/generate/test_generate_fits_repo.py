@@ -132,7 +132,7 @@ def test_hand_written_asserts_are_merged_not_replaced(repo):
         and "test_engine_structure" in funcs
     )
     assert "kept its own test_config_structure" in err and "merged" in err
-    assert "from pathlib import Path\n" in text  # what the merged code needs is imported
+    assert "import textwrap\n" in text  # what the merged code needs is imported
     # the merged file is ours to update, not to duplicate
     _commit(repo)
     before = snapshot(repo)
@@ -252,11 +252,11 @@ def test_a_switch_names_the_recipes_own_asserts_that_expect_the_kit_call(repo):
 
 
 def test_merged_hooks_get_every_import_they_use(repo):
-    """`import importlib.util` binds `importlib`: the merge must add it when a merged hook calls
-    importlib.util.spec_from_file_location (it did not, and the smoke would have raised NameError)."""
+    """The merge adds every import and helper a merged hook uses (a missing one would raise NameError only when the
+    smoke runs): `ast`, `textwrap`, `_record`, the constants."""
     _switch_with_own_asserts(repo)
     merged = (repo / SKILL / "asserts.py").read_text()
-    assert "importlib.util.spec_from_file_location" in merged and "\nimport importlib.util\n" in merged
+    assert "def _record(hook, engine):" in merged and "def _on(engine):" in merged
     assert undefined_globals(merged, "asserts.py") == []
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from gen_helpers import ENGINE_REL, FIXTURES, REASON, RECIPE_REL, make_repo, run_generate, snapshot
+from gen_helpers import ENGINE_REL, FIXTURES, REASON, RECIPE_REL, checkpointing_off, make_repo, run_generate, snapshot
 
 
 def test_unparseable_engine_writes_nothing(tmp_path):
@@ -114,6 +114,7 @@ def test_parity_test_is_self_contained(repo):
 def test_parity_test_needs_no_testing_module(tmp_path):
     repo = make_repo(tmp_path, use_git=False)
     shutil.rmtree(repo / "toykit" / "testing")
+    checkpointing_off(repo)
     code, out, err = run_generate(str(repo / RECIPE_REL), "--path", "regional", "--reason", REASON, "--write")
     assert code == 0, err
     skill = repo / RECIPE_REL / "tests" / "skills" / "model-compile"

@@ -45,8 +45,11 @@ def test_render_matches_golden_and_parses(case, name):
 
 def test_context_values_land_in_the_output():
     rendered = render_recipe_tests(CASES["regional"])
-    assert "GRAPH_BREAK_BUDGET = 10" in rendered["asserts.py"]
-    assert "RECOMPILE_BUDGET = 4" in rendered["asserts.py"]
+    assert 'COMPILE_CALL = "compile"' in rendered["asserts.py"] and 'WRAP_CALL = "parallelize_model"' in (
+        rendered["asserts.py"]
+    )
+    assert len(rendered["asserts.py"].splitlines()) <= 130  # sized like a repository's own skill asserts
+    assert "compile_checks" not in rendered["asserts.py"]  # one file: nothing to load beside it
     assert 'TARGET_PATTERNS = ["model.language_model.layers.*", "model.visual.blocks.*"]' in rendered["asserts.py"]
     assert 'RECIPE_PACKAGE = "recipes.vlm_regional"' in rendered["test_compile_parity.py"]
     assert "testing.utils" not in rendered["test_compile_parity.py"]  # self-contained
@@ -55,7 +58,7 @@ def test_context_values_land_in_the_output():
 
 def test_missing_context_variable_is_an_error():
     context = dict(CASES["kit"])
-    del context["recompile_budget"]
+    del context["compile_call"]
     with pytest.raises(jinja2.UndefinedError):
         render_recipe_tests(context)
 

@@ -17,7 +17,6 @@ pytest.importorskip("transformers")
 from model_compile.cli import main  # noqa: E402
 from model_compile.hard.layers.junit import parse_junit  # noqa: E402
 from model_compile.hard.layers.runner import validate_hard  # noqa: E402
-from model_compile.recipe_tests import default_context, write_recipe_tests  # noqa: E402
 
 pytestmark = pytest.mark.hard
 
@@ -128,18 +127,6 @@ def test_recompile_limit_trap_fails_the_smoke_layer(tmp_path):
     assert rank.recompile_limit_hits and "recompile limit" in rank.recompile_limit_hits[0].lower()
     assert "last failed guard" in rank.recompile_limit_hits[0]
     assert report.exit_code == 1 and "recompile_limit" in report.summary
-
-
-@pytest.mark.slow
-def test_graph_break_budget_exceeded_fails_smoke(tmp_path):
-    recipe = copy_recipe(tmp_path, "vlm_kit")
-    write_recipe_tests(recipe, default_context("vlm_kit", "kit", graph_break_budget=0, recompile_budget=0))
-    proc, counts = run_pytest(
-        recipe, "tests/test_smoke.py", tmp_path, "--config-override", "model.compile.enabled=true"
-    )
-    assert proc.returncode == 1 and counts.failures == 1
-    message = counts.messages[0]
-    assert "exceed the budget 0" in message and "graph breaks" in message and "recompiles" in message
 
 
 @pytest.mark.slow

@@ -56,7 +56,7 @@ def test_every_rename_failure_restores_the_tree(demo, monkeypatch):
         assert "cannot write recipes/vlm_plain/" in err
         assert tree_state(demo) == before, f"tree changed when rename {fail_at} failed"
         assert not leftovers(demo)
-    assert n_targets == 7  # engine, schema, stage YAML, README, three recipe tests (asserts, compile_checks, parity)
+    assert n_targets == 6  # engine, schema, stage YAML, README, two recipe tests (asserts, parity)
 
 
 def test_target_that_is_a_folder_or_read_only_or_immutable_is_refused_first(demo, monkeypatch):

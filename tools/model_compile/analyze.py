@@ -23,8 +23,9 @@ from model_compile.ledger.recipe import RecipeContext, build_context
 from model_compile.ledger.repo import repo_facts
 from model_compile.ledger.summary import called_kits, compile_path, compiled_targets, placement
 from model_compile.parse.python import quiet_parsing
+from model_compile.rules import RULES_BY_ID, finding_order
 from model_compile.rules.base import Rule
-from model_compile.rules.finding import SEVERITY_ORDER, Finding
+from model_compile.rules.finding import Finding
 from model_compile.settings import Settings, load_settings, parse_settings
 from model_compile.workers import chunk_count, job_count, map_chunks, split
 
@@ -55,6 +56,8 @@ def review_context(
     findings: list[Finding] = []
     for rule in rules if rules is not None else selected_rules(settings):
         findings.extend(rule().check(ctx))
+    reported = {f.rule for f in findings}
+    findings = [f for f in findings if (r := RULES_BY_ID.get(f.rule)) is None or r.same_root not in reported]
     findings = apply_suppressions(apply_severity(findings, settings), ctx.suppressions)
     report.findings = _dedupe(findings)
     return report
@@ -62,7 +65,7 @@ def review_context(
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
     seen, out = set(), []
-    for f in sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.file, f.line, f.rule)):
+    for f in sorted(findings, key=finding_order):
         key = (f.rule, f.file, f.line, f.message)
         if key not in seen:
             seen.add(key)

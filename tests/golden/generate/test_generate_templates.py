@@ -20,7 +20,15 @@ from model_compile.generate.planning.options import BACKENDS, CONFIG_EXPR, MODES
 
 FILES = Path(__file__).parent / "files"
 REASON = "vision tower has data dependent shapes"
-BASE = {"config_expr": CONFIG_EXPR, "model_var": "model", "kit_attr": "self.model_kit", "reason": REASON}
+BASE = {
+    "config_expr": CONFIG_EXPR,
+    "switch_expr": f"{CONFIG_EXPR}.enabled",
+    "backend_expr": f"{CONFIG_EXPR}.backend",
+    "mode_expr": f"{CONFIG_EXPR}.mode",
+    "model_var": "model",
+    "kit_attr": "self.model_kit",
+    "reason": REASON,
+}
 
 CASES = {
     "compile/kit.py.j2": {**BASE, "target": "model", "kind": "kit"},
@@ -58,6 +66,7 @@ CASES = {
         "reason": REASON,
         "scope": "`model.model.language_model`",
         "eager": ["what `model` runs outside `model.model.language_model`"],
+        "inside": [],
         "launch_command": "torchrun --nproc_per_node=8 -m toy.launch --config ./recipes/toy/configs/train.yaml model.compile.enabled=true",
         "test_command": "python -m pytest recipes/toy/tests/test_smoke.py -q --run-smoke --config-override model.compile.enabled=true",
         "tests_note": "",
@@ -83,6 +92,12 @@ CASES.update(
             **CASES["readme/compile_section.md.j2"],
             "kind": "regional",
             "targets": ["model.model.language_model.layers.*.self_attn", "model.model.language_model.layers.*.mlp"],
+            "inside": [
+                "`packing.segment_lengths`, replaced by apply_segment_patch (recipes/toy/model/patch.py:14), runs inside "
+                "`model.model.language_model.layers.*.self_attn` (ToyAttention.forward)",
+                "compile hazards in the repository's code the targets run: recipes/toy/model/patch.py:15 `.item()`: a "
+                "tensor value read into Python (graph break)",
+            ],
         },
     }
 )

@@ -69,6 +69,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p.add_argument(
         "--disable", nargs="+", metavar="STAGE", default=[], help="turn compile off in these stage YAMLs (as --enable)"
     )
+    p.add_argument(
+        "--config-name",
+        action="append",
+        metavar="STAGE",
+        help="the stage(s) a --path generate acts on (configs/<STAGE>.yaml; repeatable or comma-separated): their "
+        "model, world size, mesh and commands are read (default: every stage; where their models differ it says so)",
+    )
     p.add_argument("--write", action="store_true", help="apply the edit (default: print the diff)")
     p.add_argument(
         "--force",
@@ -98,8 +105,11 @@ def run(args: argparse.Namespace) -> int:
 
     plan: StagePlan | Plan
     if args.enable or args.disable:
-        if args.path != "kit" or args.target or args.switch:
-            raise InputError("--enable/--disable edit stage YAMLs only: drop --path, --target and --switch")
+        if args.path != "kit" or args.target or args.switch or args.config_name:
+            raise InputError(
+                "--enable/--disable edit stage YAMLs only (and act on those stages): drop --path, --target, --switch "
+                "and --config-name"
+            )
         enable, disable = _stage_names(args.enable), _stage_names(args.disable)
         plan = build_stage_plan(
             StageOptions(args.recipe, enable, disable, backend=args.backend, mode=args.mode, reason=args.reason)
@@ -115,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             templates=args.templates,
             switch=args.switch,
             force=args.force,
+            stages=_stage_names(args.config_name or []) or None,
         )
         plan = build_plan(opts)
     changed = plan.changed

@@ -311,9 +311,16 @@ def _within(inner: ScopePart, inner_var: str, outer: ScopePart, outer_var: str) 
     return inner.kind != "whole-model" and _inside(i_mod, o_mod) and (outer.kind != "blocks" or i_mod != o_mod)
 
 
-def _lost(old: CompiledScope, new: CompiledScope, patches: list[str], disabled: str) -> list[str]:
+def _lost(
+    old: CompiledScope,
+    new: CompiledScope,
+    patches: list[str],
+    disabled: str,
+    around: tuple[list[str], str] | None = None,
+) -> list[str]:
     """What `old` compiles that `new` does not, in words; `disabled` says what became of a region
-    `new` keeps in torch.compiler.disable (which side that is depends on the direction asked)."""
+    `new` keeps in torch.compiler.disable (which side that is depends on the direction asked); `around`: the
+    model's own modules outside `new`'s compiled parts, and where they were read (named where known)."""
     out: list[str] = []
     for o in old.parts:
         if any(_contains(n, new.model, o, old.model) for n in new.parts):
@@ -334,6 +341,13 @@ def _lost(old: CompiledScope, new: CompiledScope, patches: list[str], disabled: 
         if inner and not newly_disabled:
             where = o.describe() if o.kind != "whole-model" else f"`{o.module}`"
             text = f"what {where} runs outside " + " and ".join(n.short() for n in inner)
+            moved = [
+                m
+                for m in (around[0] if around else [])
+                if not any(_inside(_relative(m, new.model), x) for x in o_minus)
+            ]
+            if around is not None and moved and o.kind == "whole-model":  # less what `old` kept eager already
+                text += f": the modules {', '.join(f'`{m}`' for m in moved)} (read from {around[1]})"
             if patches and o.kind == "whole-model":
                 text += f"; code patched in by {', '.join(patches)}, unless it runs inside a compiled part"
             out.append(text)
@@ -350,8 +364,11 @@ def _within_path(path: str, var: str, part: ScopePart, part_var: str) -> bool:
     return _inside(rel, p_mod) and not any(_inside(rel, m) for m in p_minus)
 
 
-def scope_changes(before: CompiledScope | None, after: CompiledScope | None) -> list[str]:
-    """How the compiled scope changed, and what moved to eager or into compile."""
+def scope_changes(
+    before: CompiledScope | None, after: CompiledScope | None, around: tuple[list[str], str] | None = None
+) -> list[str]:
+    """How the compiled scope changed, and what moved to eager or into compile; `around`: the model's own modules
+    outside the head side's compiled parts, and where they were read (review/modules.py), named where known."""
     b = before or CompiledScope()
     a = after or CompiledScope()
     if [(p.kind, _rel(p, b.model)) for p in b.parts] == [(p.kind, _rel(p, a.model)) for p in a.parts]:
@@ -361,7 +378,7 @@ def scope_changes(before: CompiledScope | None, after: CompiledScope | None) -> 
         return out + [f"moved to eager: everything (`{b.model}` runs eager)"]
     if not b.parts:
         return out + [f"moved into compile: {a.summary}"]
-    out += [f"moved to eager: {x}" for x in _lost(b, a, a.patches, "now wrapped in torch.compiler.disable")]
+    out += [f"moved to eager: {x}" for x in _lost(b, a, a.patches, "now wrapped in torch.compiler.disable", around)]
     out += [f"moved into compile: {x}" for x in _lost(a, b, a.patches, "no longer wrapped in torch.compiler.disable")]
     return out
 

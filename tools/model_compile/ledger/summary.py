@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
@@ -123,6 +124,18 @@ def _kinds(events: list[Event]) -> list[str]:
     return out
 
 
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in `body` and in the blocks it holds (functions, branches, loops, with, try)."""
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+        for handler in getattr(stmt, "handlers", None) or []:
+            yield from _statements(handler.body)
+
+
 _KIT_RECEIVER = re.compile(r"([A-Za-z_][\w.]*)\.apply_model_compile\s*\(")
 
 
@@ -131,6 +144,8 @@ def called_kits(ctx: RecipeContext) -> list[str]:
     receiver is built from in the engine (`self.model_kit = LLMModelKit()`, import aliases resolved); `?` for a
     receiver whose class is not found statically (any kit may be it)."""
     built: dict[str, str] = {}
+    if not any(e.compile_style == "kit" for lg in ctx.ledgers for e in lg.of("compile")):
+        return []  # no kit compile: no receiver to resolve (the class walk below is the costly part)
     for cls, mod in ctx.engine_classes.values():
         aliases = {
             a.asname: a.name for n in mod.tree.body if isinstance(n, ast.ImportFrom) for a in n.names if a.asname
@@ -143,7 +158,7 @@ def called_kits(ctx: RecipeContext) -> list[str]:
                 continue
             seen.add(c.name)
             chain.extend(classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes)
-            for node in ast.walk(c):
+            for node in _statements(c.body):  # assignments are statements: expressions need no visit
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
                     target, name = node.targets[0], (dotted(node.value.func) or "").rsplit(".", 1)[-1]
                     if isinstance(target, ast.Attribute) and dotted(target.value) == "self" and name:

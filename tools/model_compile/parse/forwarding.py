@@ -97,6 +97,8 @@ def _fields(cls: ast.ClassDef | None) -> tuple[str, ...] | None:
 def model_config_forwards(modules: dict[str, PyModule], engine_files: list[str]) -> list[Forward]:
     """Every call that spreads the whole model config into a constructor, in the engine and the recipe functions
     the model config is passed to (followed a few calls deep)."""
+    if not any("**" in m.text for m in modules.values()):
+        return []  # a spread is a `**` keyword: none in any file of the recipe, none to find (most recipes)
     functions = _top_functions(modules)
     classes = _classes(modules)
     out: list[Forward] = []
@@ -107,11 +109,12 @@ def model_config_forwards(modules: dict[str, PyModule], engine_files: list[str])
     while todo:
         scope, mod, names, hops = todo.pop()
         names = set(names)
-        for node in ast.walk(scope):
+        nodes = list(ast.walk(scope))  # one walk for both passes
+        for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 if _is_config(node.value, names):
                     names.add(node.targets[0].id)
-        for node in ast.walk(scope):
+        for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
             for kw in node.keywords:

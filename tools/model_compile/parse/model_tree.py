@@ -49,6 +49,7 @@ class ModelTree:
     no_split: tuple[str, ...] = ()
     checkpoint_layers: set[str] = field(default_factory=set)
     checkpoint_in_forward: bool | None = None
+    checkpoint_where: str = ""  # the transformers `checkpoint_in_forward` was read from
     checkpoint_callers: set[str] = field(default_factory=set)
 
     def children(self, path: str) -> list[Node]:
@@ -352,4 +353,5 @@ def build_tree(resolver: Resolver, ref: ClassRef) -> ModelTree:
     tree.no_split = no_split(resolver, ref)
     if tree.checkpoint_layers:
         tree.checkpoint_in_forward = checkpoint_in_forward(resolver)
+        tree.checkpoint_where = resolver.transformers.where if resolver.transformers is not None else ""
     return tree

@@ -31,8 +31,9 @@ from model_compile.report.sections import (
     scope_reasons,
 )
 from model_compile.review.models import DiffReport, RecipeDiff
+from model_compile.rules import finding_order
 from model_compile.rules.base import kit_subject
-from model_compile.rules.finding import SEVERITY_ORDER, Finding
+from model_compile.rules.finding import Finding
 
 NOT_FAILED_MISSING = ("not-run", "missing", "skipped", "unavailable", "not-reached", "tool-error")
 
@@ -44,7 +45,7 @@ def to_report_finding(f: Finding, status: FindingStatus | None = None) -> Report
 
 def _sorted(findings: list[ReportFinding]) -> list[ReportFinding]:
     order = {"new": 0, "existing": 1, None: 1, "fixed": 2, "superseded": 2}
-    return sorted(findings, key=lambda f: (order.get(f.status, 1), SEVERITY_ORDER[f.severity], f.file, f.line, f.rule))
+    return sorted(findings, key=lambda f: (order.get(f.status, 1), *finding_order(f)))
 
 
 def soft_row(recipe_dir: Path, errors: int, seconds: float | None, kit_errors: int = 0, kits: str = "") -> LayerRow:
@@ -213,7 +214,7 @@ def recipe_section(
             rows[0].existing = True  # its errors are all on the base too: the soft layer fails there as well
         if recipe_dir is not None and recipe.compile_path != "none":
             stages = touched_stages(diff) if diff is not None else None
-            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged):
+            for row in planned_layers(recipe_dir, recipe.compile_path, stages=stages, merged=merged, facts=recipe):
                 if row.status == "not-run" and row.reason is None:
                     row.reason = hard_note or "soft review only (add --hard)"
                 rows.append(_in_form(row, recipe.config.form))

@@ -12,14 +12,16 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from model_compile.discover.recipes import repo_root_of
+from model_compile.findings.models import RecipeReport
 from model_compile.hard.env import interpreter
 from model_compile.hard.env.torch_pin import version_note
 from model_compile.hard.layers.pipeline import ELSEWHERE, elsewhere_commands, in_repo, pytest_command
-from model_compile.hard.layers.plan import plan
+from model_compile.hard.layers.plan import plan, rebuilt
 from model_compile.hard.layers.refusal import smoke_refusal
 from model_compile.hard.rehearsal import command as rehearse
 from model_compile.hard.rehearsal.reading.fixes import shorten
@@ -167,6 +169,7 @@ def planned_layers(
     python: str | None = None,
     stages: list[str] | None = None,
     merged: tuple[str, set[str]] | None = None,
+    facts: RecipeReport | None = None,
 ) -> list[LayerRow]:
     """The runtime layers of a recipe, not run, each with the exact command that runs it (`merged`: the target and
     the files of a merge result the review compares, where a test the checkout lacks may be).
@@ -182,7 +185,8 @@ def planned_layers(
     interp = interpreter.resolve(repo_root, python)
     conv = conventions.read(recipe_root, repo_root)
     rows: list[LayerRow] = []
-    for spec in plan(recipe_root, None, None, [], compile_path, conv, 0, repo_root, stages):
+    rebuild = partial(rebuilt, facts)  # the overrides each stage's smoke needs besides the switch (MC211)
+    for spec in plan(recipe_root, None, None, [], compile_path, conv, 0, repo_root, stages, rebuilt=rebuild):
         if spec.name == "smoke" and compile_path not in (None, "none"):
             command = rehearse.base_command(recipe_root, interp)
             rows.append(LayerRow(name="rehearsal", status="not-run", where="-", command=command))

@@ -126,7 +126,7 @@ def performance_section(
         rc_budget = info["recompile_budget"]
     enforced = gb_budget is not None or rc_budget is not None
     if not enforced and recipe.compile_path != "none":
-        # Nothing of the recipe's checks a budget: say so, and give the defaults generate would write.
+        # Nothing of the recipe's checks a budget: say so, and give the reference for this path (measured, headroom).
         gb_budget = GRAPH_BREAK_BUDGETS.get(recipe.compile_path, 40)
         rc_budget = DEFAULT_RECOMPILE_BUDGET
         has_asserts = recipe_dir is not None and (recipe_dir / DEST / "asserts.py").is_file()

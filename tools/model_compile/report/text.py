@@ -74,7 +74,11 @@ def _commands(rows: list[LayerRow]) -> list[str]:
 def _budget(m: Measure) -> str:
     if m.budget is None:
         return "no budget"
-    return f"budget {m.budget}" if m.enforced else f"no budget enforced; generate's default budget: at most {m.budget}"
+    return (
+        f"budget {m.budget}"
+        if m.enforced
+        else f"no budget enforced; reference for this path (tiny-model measurements with headroom): at most {m.budget}"
+    )
 
 
 def _recipe(r: RecipeSection) -> list[str]:

@@ -99,8 +99,11 @@ def _order_changes(before_events: list[Event], after_events: list[Event], bc: Ev
     return out
 
 
-def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
-    """What changed in the compile wiring, one line per change (per-call lines win over the summary's)."""
+def ledger_changes(
+    before: RecipeReport, after: RecipeReport, modules: Callable[[], tuple[list[str], str] | None] | None = None
+) -> list[str]:
+    """What changed in the compile wiring, one line per change (per-call lines win over the summary's); `modules`
+    reads the model's own modules outside the head side's compiled parts, asked only when the scope changed."""
     out: list[str] = []
     path_changed = before.compile_path != after.compile_path
     if path_changed:
@@ -114,7 +117,10 @@ def ledger_changes(before: RecipeReport, after: RecipeReport) -> list[str]:
             f"compile target changed: {', '.join(before.compiled_target) or 'nothing'}"
             f" -> {', '.join(after.compiled_target) or 'nothing'}"
         )
-    out.extend(scope_changes(before.scope, after.scope))
+    changed = scope_changes(before.scope, after.scope)
+    if changed and modules is not None and any(c.startswith("moved to eager: what ") for c in changed):
+        changed = scope_changes(before.scope, after.scope, modules())
+    out.extend(changed)
     out.extend(per_call)
     if not out and _placement(before.placement) != _placement(after.placement) and after.placement:
         out.append(f"placement: {before.placement or '?'} -> {after.placement}")

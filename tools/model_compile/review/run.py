@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 import git
 
@@ -32,6 +33,7 @@ from model_compile.review.models import (
     RecipeStatus,
     Revision,
 )
+from model_compile.review.modules import outside_compile
 from model_compile.review.scope import Reach, mark_code
 from model_compile.rules.finding import Finding
 
@@ -294,7 +296,9 @@ def _review(
             or any(i.code_changed for i in d.imports)
         )
         if br is not None and hr is not None:
-            d.ledger_changes = ledger_changes(br, hr)
+            d.ledger_changes = ledger_changes(
+                br, hr, partial(outside_compile, repo.working_tree_dir, hr, head_report.kit)
+            )
             d.config_changes = config_changes(br, hr, path_map)
         elif hr is not None and hr.ledger:
             d.ledger_changes = [f"new recipe: compile path {hr.compile_path}"]

@@ -44,8 +44,10 @@ class Example:
     schema: str | None = None
     stages: dict[str, str] | None = None
     readme: str | None = None
-    files: Mapping[str, str | bytes] = field(default_factory=dict)  # bytes: e.g. a file that is not UTF-8
+    files: Mapping[str, str | bytes] = field(default_factory=dict)  # bytes: e.g. a file that is not UTF-8 ("/x": x
+    # at the repository root)
     note: str = ""
+    severity: Severity | None = None  # an INVALID example's findings' severity where the stage decides it
 
 
 class Rule:
@@ -61,6 +63,12 @@ class Rule:
     fix: ClassVar[str]
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
+    # its findings say what a stage will do (compile that does nothing on the hot path, a test that cannot pass):
+    # listed first among findings of their severity
+    leads: ClassVar[bool] = False
+    # the rule whose finding already says this one's root: where it reports on the same recipe, this rule's
+    # findings are dropped there (one defect, one finding); it says what this one would have added
+    same_root: ClassVar[str | None] = None
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
         """The rule's findings on one recipe."""
@@ -85,13 +93,22 @@ class Rule:
         )
 
     def finding(
-        self, ctx: RecipeContext, file: str, line: int, message: str, fix: str | None = None, *, subject: str
+        self,
+        ctx: RecipeContext,
+        file: str,
+        line: int,
+        message: str,
+        fix: str | None = None,
+        *,
+        subject: str,
+        severity: Severity | None = None,
     ) -> Finding:
-        """A finding of this rule; `subject` names what it is about (a field, call or stage), not where."""
+        """A finding of this rule; `subject` names what it is about (a field, call or stage), not where.
+        `severity`: where what the stage does decides it (the rule's own severity otherwise)."""
         code = _source_line(ctx, file, line)
         return Finding(
             rule=self.id,
-            severity=self.severity,
+            severity=severity or self.severity,
             file=file,
             line=line,
             message=message,

@@ -3,18 +3,12 @@ at all (does any config have the key its gate reads)?"""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
-from typing import Any
-
-import yaml
 
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.parse.models import config_key
-from model_compile.parse.python import dotted
-from model_compile.rules.base import Example, Rule, call_subject, compile_events, step_ref
-from model_compile.rules.config_schema import NO_COMPILE_SCHEMA
-from model_compile.rules.config_wiring import _CONFIG_ROOT
+from model_compile.rules.base import Example, Rule, call_subject, step_ref
+from model_compile.rules.config_schema import NO_COMPILE_SCHEMA, dead_gates
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import (
     CANONICAL_BODY,
@@ -153,45 +147,13 @@ class EnabledWithoutIntent(Rule):
                     )
 
 
-def _gate_keys(condition: str) -> list[str]:
-    """The config keys a gate reads as attribute chains (`self.config.model.compile` -> `model.compile`), the
-    longest chain of each (its `.enabled` read counts as reading the section too)."""
-    try:
-        tree = ast.parse(condition, mode="eval")
-    except SyntaxError:
-        return []
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    keys = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and id(node) not in inner:
-            m = _CONFIG_ROOT.match(dotted(node) or "")
-            if m and "compile" in m.group("field").split("."):
-                keys.append(m.group("field"))
-    return keys
-
-
-def _sets(data: Any, key: str) -> bool:
-    for part in key.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return False
-        data = data[part]
-    return True
-
-
-def _compile_keys(data: Any, prefix: str = "") -> list[str]:
-    """Every `...compile` key a stage YAML sets (where a recipe put its switch instead)."""
-    out: list[str] = []
-    if isinstance(data, dict):
-        for k, v in data.items():
-            path = f"{prefix}.{k}" if prefix else str(k)
-            out += [path] if k == "compile" else []
-            out += _compile_keys(v, path)
-    return out
+_NO_MC201 = '[tool.model-compile]\nignore = ["MC201"]\n'
 
 
 class DeadCompileSwitch(Rule):
     id = "MC210"
     severity = "warning"
+    same_root = "MC201"  # a schema without the compile section: MC201 says it, naming the dead gate
     title = "the compile switch is a key no config has"
     what = (
         "Flags a compile call gated by a config key (an attribute chain through `compile`) that no stage YAML of "
@@ -206,6 +168,11 @@ class DeadCompileSwitch(Rule):
     fix = "gate on the key the stage YAMLs set (or define it in the schema with its default)"
     VALID = [
         Example(),
+        Example(
+            schema=NO_COMPILE_SCHEMA,
+            stages={"train": "engine: ExampleEngine\nmodel:\n  path: ./pretrained\n"},
+            note="MC201 reports the schema without compile, naming this gate: one root, one finding",
+        ),
         Example(body=FLAT_BODY, schema=FLAT_SCHEMA, stages={"train": FLAT_STAGE}, note="the older flat form"),
         Example(schema="", note="no schema, but every stage sets model.compile"),
         Example(
@@ -214,44 +181,34 @@ class DeadCompileSwitch(Rule):
             note="one stage sets it: reading it elsewhere is a stage's own gap, not a dead switch",
         ),
     ]
+    # Where the schema lacks the compile section, MC201 reports that root and names the dead gate (one finding);
+    # MC210 says it on its own where MC201 is not selected.
     INVALID = [
         Example(
             body=mark(FLAT_BODY, "apply_model_compile(", "MC210"),
             schema="",
             stages={"train": replace_once(FLAT_STAGE, "  compile: false\n", "") + "optim:\n  compile: false\n"},
+            files={"/pyproject.toml": _NO_MC201},
             note="no schema; the stages put the switch under optim",
         ),
         Example(
             body=mark(CANONICAL_BODY, "apply_model_compile(", "MC210"),
             schema=NO_COMPILE_SCHEMA,
             stages={"train": "engine: ExampleEngine\nmodel:\n  path: ./pretrained\n"},
+            files={"/pyproject.toml": _NO_MC201},
             note="a schema without compile and stages without it (near miss of the canonical recipe)",
         ),
     ]
 
     def check(self, ctx: RecipeContext) -> Iterable[Finding]:
-        if ctx.config.schema_.form is not None:
-            return  # the schema defines model.compile: its default holds where a stage leaves it out
-        stages = []
-        for path, text in ctx.stage_texts.items():
-            try:
-                stages.append((path, yaml.safe_load(text)))
-            except yaml.YAMLError:
-                return  # a stage that does not load: MC202's to say, not a dead switch
-        for _, e, _ in compile_events(ctx):
-            for key in dict.fromkeys(k for cond in e.condition for k in _gate_keys(cond)):
-                section = key.rsplit(".", 1)[0] if key.endswith(".enabled") else key
-                if any(_sets(data, section) for _, data in stages):
-                    continue
-                elsewhere = sorted({k for _, data in stages for k in _compile_keys(data)})
-                instead = f" (the stages set {', '.join(f'`{k}`' for k in elsewhere[:3])})" if elsewhere else ""
-                yield self.finding(
-                    ctx,
-                    e.file,
-                    e.line,
-                    f"compile {step_ref(e)} is gated by `{key}`, which no stage YAML of the recipe sets "
-                    f"({len(stages)} read) and the schema does not define{instead}: reading it raises or is never "
-                    "true, so compile cannot be turned on from a stage (unless a launcher's own default config "
-                    "supplies it)",
-                    subject=f"{call_subject(e)} gate | {key}",
-                )
+        for gate in dead_gates(ctx):
+            yield self.finding(
+                ctx,
+                gate.event.file,
+                gate.event.line,
+                f"compile {step_ref(gate.event)} is gated by `{gate.key}`, which no stage YAML of the recipe sets "
+                f"({gate.read} read) and the schema does not define{gate.instead}: reading it raises or is never "
+                "true, so compile cannot be turned on from a stage (unless a launcher's own default config "
+                "supplies it)",
+                subject=f"{call_subject(gate.event)} gate | {gate.key}",
+            )

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
+import yaml
+
+from model_compile.ledger.models import Event
 from model_compile.ledger.recipe import RecipeContext
 from model_compile.parse.forwarding import model_config_forwards
 from model_compile.parse.models import FLAT_FIELDS, SchemaFacts
+from model_compile.parse.python import dotted
 from model_compile.rules.base import Example, Rule, compile_events, gate_state, step_ref
 from model_compile.rules.config_values import plain_str
+from model_compile.rules.config_wiring import _CONFIG_ROOT
 from model_compile.rules.finding import Finding
 from model_compile.rules.scaffold import (
     CANONICAL_BODY,
@@ -25,6 +33,77 @@ from model_compile.rules.scaffold import (
 NO_COMPILE_SCHEMA = replace_once(
     SCHEMA, "    compile: ExampleCompileConfig = Field(default_factory=ExampleCompileConfig)\n", ""
 )
+
+
+@dataclass
+class DeadGate:
+    """A compile gate reading a config key no stage YAML sets and the schema does not define."""
+
+    event: Event
+    key: str
+    read: int  # stage YAMLs read
+    instead: str  # ` (the stages set `optim.compile`)`, or ""
+
+
+def dead_gates(ctx: RecipeContext) -> list[DeadGate]:
+    """The compile gates whose key no config has (computed once per recipe: MC201 and MC210 both ask)."""
+    if "dead_gates" in ctx.memo:
+        return ctx.memo["dead_gates"]  # type: ignore[return-value]
+    out: list[DeadGate] = []
+    ctx.memo["dead_gates"] = out
+    if ctx.config.schema_.form is not None:
+        return out  # the schema defines model.compile: its default holds where a stage leaves it out
+    stages = []
+    for text in ctx.stage_texts.values():
+        try:
+            stages.append(yaml.safe_load(text))
+        except yaml.YAMLError:
+            return out  # a stage that does not load: MC202's to say, not a dead switch
+    for _, e, _ in compile_events(ctx):
+        for key in dict.fromkeys(k for cond in e.condition for k in _gate_keys(cond)):
+            section = key.rsplit(".", 1)[0] if key.endswith(".enabled") else key
+            if any(_sets(data, section) for data in stages):
+                continue
+            elsewhere = sorted({k for data in stages for k in _compile_keys(data)})
+            instead = f" (the stages set {', '.join(f'`{k}`' for k in elsewhere[:3])})" if elsewhere else ""
+            out.append(DeadGate(e, key, len(stages), instead))
+    return out
+
+
+def _gate_keys(condition: str) -> list[str]:
+    """The config keys a gate reads as attribute chains (`self.config.model.compile` -> `model.compile`), the
+    longest chain of each (its `.enabled` read counts as reading the section too)."""
+    try:
+        tree = ast.parse(condition, mode="eval")
+    except SyntaxError:
+        return []
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    keys = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            m = _CONFIG_ROOT.match(dotted(node) or "")
+            if m and "compile" in m.group("field").split("."):
+                keys.append(m.group("field"))
+    return keys
+
+
+def _sets(data: Any, key: str) -> bool:
+    for part in key.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _compile_keys(data: Any, prefix: str = "") -> list[str]:
+    """Every `...compile` key a stage YAML sets (where a recipe put its switch instead)."""
+    out: list[str] = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            out += [path] if k == "compile" else []
+            out += _compile_keys(v, path)
+    return out
 
 
 class SchemaLacksCompile(Rule):
@@ -95,11 +174,16 @@ class SchemaLacksCompile(Rule):
                 if schema.problems
                 else f"{schema.model_class or 'the model config'} has no `compile` field"
             )
+            gates = "; ".join(
+                f"the gate of compile {step_ref(g.event)} reads `{g.key}`, which no stage YAML sets either{g.instead}"
+                for g in dead_gates(ctx)
+            )
             yield self.finding(
                 ctx,
                 file,
                 schema.compile_field_line or 1,
-                f"recipe compiles but {detail}",
+                f"recipe compiles but {detail}"
+                + (f"; {gates}: compile cannot be turned on from a stage" if gates else ""),
                 subject="schema model.compile",
             )
             return

@@ -189,7 +189,12 @@ def render_example(ex: Example, prefix: str = "recipes/example") -> tuple[dict[s
     for name, stage in (ex.stages if ex.stages is not None else {"train": STAGE}).items():
         files[f"{prefix}/configs/{name}.yaml"] = stage
     for path, data in ex.files.items():
-        files[path if "/" in path and path.startswith(("recipes/", "example_engine/")) else f"{prefix}/{path}"] = data
+        if path.startswith("/"):  # the repository root (its pyproject.toml)
+            files[path[1:]] = data
+        else:
+            files[path if "/" in path and path.startswith(("recipes/", "example_engine/")) else f"{prefix}/{path}"] = (
+                data
+            )
     marks: list[Mark] = []
     for path, text in files.items():
         if isinstance(text, bytes):  # a file that is not text (e.g. not UTF-8): the same, in bytes

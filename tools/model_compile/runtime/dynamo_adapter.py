@@ -369,3 +369,32 @@ def get_probe(reset: bool = False) -> RuntimeProbe:
     if _PROBE is None or reset:
         _PROBE = RuntimeProbe()
     return _PROBE
+
+
+def record_hook(hook: str, engine: Any, on: bool, **info: Any) -> bool:
+    """What a generated asserts module's smoke hook `hook` (`before_train_start`, `before_train_end`,
+    `train_pre_step_start`, `train_post_step_end`, `after_train_end`) records of the run under
+    `model-compile validate --hard`, where this probe is on the path; `on`: the compile switch. The asserts stay
+    small: the recording lives here. True: recorded (the probe counts a recompile-limit hit, and the last hook
+    fails the run on it)."""
+    if not on:
+        return True
+    patterns = list(info.pop("target_patterns", ()))
+    if hook == "before_train_start":
+        get_probe(reset=True).begin(**info)
+    elif hook == "before_train_end":
+        get_probe().inspect_model(engine.model, patterns)
+        get_probe().write()
+    elif hook == "train_pre_step_start":
+        get_probe().step_start()
+    elif hook == "train_post_step_end":
+        get_probe().step_end()
+        get_probe().write()
+    elif hook == "after_train_end":
+        probe = get_probe()
+        record = probe.record()
+        record["violations"] = violations(record, None, None)
+        probe.write(record)
+        probe.close()
+        assert not record["violations"], "torch.compile runtime check failed: " + "; ".join(record["violations"])
+    return True

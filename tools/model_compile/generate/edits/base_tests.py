@@ -45,6 +45,7 @@ class WorldSize:
 
     size: int
     why: str
+    from_mesh: bool = True  # False: the stage sets no mesh, so any world size runs it (1 is the least)
 
 
 def mesh_world_size(stage: Path, rel: str) -> WorldSize:
@@ -61,7 +62,7 @@ def world_size(facts: StageFacts) -> WorldSize:
     2 ranks at least, since with one it is data parallel, not the FSDP2 wrap the stage runs."""
     dims = [(d, facts.mesh[d]) for d in MESH_DIMS if d in facts.mesh]
     if not dims:
-        return WorldSize(1, f"{facts.file} sets no parallel.mesh")
+        return WorldSize(1, f"{facts.file} sets no parallel.mesh", from_mesh=False)
     size = 1
     for d, value in dims:
         size *= value if value > 0 else (2 if d == "shard" else 1)

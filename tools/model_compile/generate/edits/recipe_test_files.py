@@ -50,8 +50,13 @@ def ours(text: str) -> bool:
 
 
 def needs_tool(text: str) -> bool:
-    """Did an earlier version render this file to import model-compile at run time (now self-contained)?"""
-    return "model_compile.runtime" in text
+    """Did an earlier version render this file to need model-compile or its helper at run time (now
+    self-contained, in one file)?"""
+    return (
+        "compile_checks.py" in text
+        or "model_compile.api" in text
+        or ("model_compile.runtime" in text and "except ImportError" not in text)
+    )
 
 
 def _constant(text: str, name: str) -> str | None:

@@ -12,10 +12,11 @@ from model_compile.generate.planning.options import BACKENDS, CONFIG_EXPR, MODES
 
 
 class Renderer:
-    def __init__(self, override: Path | None):
+    def __init__(self, override: Path | None, form: str | None = None):
         self.override = override
         self.env = templating.environment(override)
         self.rendered: dict[str, str] = {}
+        self.form = form  # the recipe schema's form of the compile config: "section" (default) or "flat"
 
     def render(self, name: str, **context: Any) -> str:
         text = self.env.get_template(name).render(**context)
@@ -39,9 +40,15 @@ class Renderer:
         compile call that would pass `line_length` once inserted at `indent` is split one argument a line.
         `targets` (regional, submodule): every target, `X.*.name` for a submodule of each block of `X`."""
         loops, modules = loops_of(path_kind, targets or [target])
+        # the recipe's own form of the config: the section (`.enabled`, `.backend`, `.mode`) or the older flat keys
+        flat = self.form == "flat"
+        model_config = CONFIG_EXPR.rsplit(".", 1)[0]
         text = self.render(
             f"compile/{path_kind}.py.j2",
             config_expr=CONFIG_EXPR,
+            switch_expr=CONFIG_EXPR if flat else f"{CONFIG_EXPR}.enabled",
+            backend_expr=f"{model_config}.compile_backend" if flat else f"{CONFIG_EXPR}.backend",
+            mode_expr=f"{model_config}.compile_mode" if flat else f"{CONFIG_EXPR}.mode",
             model_var=model_var,
             kit_attr=kit_attr or "self.model_kit",
             target=target,
@@ -107,6 +114,7 @@ class Renderer:
         enabled_default: str = "False",
         line_length: int = 120,
         targets: list[str] | None = None,
+        inside: list[str] | None = None,
     ) -> str:
         """The README's Compile section: kind, target, scope, reason and the commands in the repo's syntax
         (`enabled_default`: the schema's default of `model.compile.enabled`, as its source text), every line
@@ -129,6 +137,7 @@ class Renderer:
             reason=reason,
             scope=scope or f"`{target}`",
             eager=list(eager or []),
+            inside=list(inside or []),
             launch_command=cmds.get("launch", ""),
             test_command=cmds.get("tests", ""),
             tests_note=cmds.get("tests_note", ""),

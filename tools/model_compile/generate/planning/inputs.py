@@ -26,19 +26,21 @@ from model_compile.generate.style.repo_text import RepoText
 from model_compile.ledger.compiled_scope import CompiledScope, ScopePart, eager_regions
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
-from model_compile.parse.models import StageFacts
+from model_compile.parse.models import StageFacts, config_key
 from model_compile.recipe_tests import default_context
 
 
 def run_stage(
     files: locate.RecipeFiles, facts: dict[str, StageFacts], text: RepoText, default: str
 ) -> tuple[str, list[str]]:
-    """The stage the README's and the notes' commands run, and the smoke options it needs: the first stage
-    that enables compile today (a stage3-only change runs stage3, on its mesh's world size), else `default`."""
+    """The stage the README's and the notes' commands run, and the smoke options it needs (`--config-name` and
+    its mesh's `--world-size`, where the recipe's conftest.py registers them): `default` when it compiles or no
+    stage does, else the first stage that enables compile today (a stage3-only change runs stage3)."""
     enabled = sorted(name for name, f in facts.items() if f.static_value("enabled")[1] is True)
-    if not enabled or default in enabled:
-        return default, []
-    return enabled[0], stage_options(text.test_options, enabled[0], world_size(facts[enabled[0]]))
+    stage = default if not enabled or default in enabled else enabled[0]
+    if stage not in facts:
+        return stage, []
+    return stage, stage_options(text.test_options, stage, world_size(facts[stage]))
 
 
 def kit_of(kits: list[KitFacts], name: str | None) -> KitFacts | None:
@@ -200,8 +202,12 @@ def recipe_tests_context(
     fx: engine_edit.EngineFacts,
     style: RepoStyle,
     root_class: str | None,
+    ledgers: list[Ledger] | None = None,
+    form: str | None = None,
 ) -> dict:
-    """Context for templates/recipe_tests/*.j2, filled through the shared default_context()."""
+    """Context for templates/recipe_tests/*.j2, filled through the shared default_context(); `ledgers`: the
+    engine's, for the distributed wrap prepare_model() calls in its own body (the structure assert checks the
+    compile's side of it)."""
     compile_path = requested_path(opts.path)
     model_var = fx.model_var
     patterns: list[str] = []
@@ -225,6 +231,15 @@ def recipe_tests_context(
     }
     if root_class:
         overrides["config_class"] = root_class
+    if form == "flat":  # the recipe's older flat keys, as its schema declares them
+        overrides.update(
+            {
+                k: config_key("flat", f)
+                for k, f in (("switch_key", "enabled"), ("backend_key", "backend"), ("mode_key", "mode"))
+            }
+        )
+    wraps = [e for lg in ledgers or [] for e in lg.of("wrap") if e.reachable and not e.via]
+    overrides["wrap_call"] = wraps[0].call.split("(")[0].split("=")[-1].strip().rsplit(".", 1)[-1] if wraps else ""
     stems = [p.stem for p in files.stages]
     if stems:
         overrides["config_name"] = "train" if "train" in stems else stems[0]

@@ -167,12 +167,15 @@ class ModelLayout:
     def block_containers(self, exclude: list[str] | None = None) -> list[str]:
         """The containers of the model's repeated blocks (relative to the model): those of its FSDP units
         (`_no_split_modules`) when it names any, else every container of blocks; less the regions in `exclude`."""
-        containers = self.tree.containers()
+        containers = [
+            c
+            for c in self.tree.containers()
+            if not any(c.path == x or c.path.startswith(x + ".") for x in exclude or [])
+        ]
         units = [
             c for c in containers if (e := self.tree.element(c.path)) and e.cls.rsplit(".", 1)[-1] in self.tree.no_split
         ]
-        chosen = [c.path for c in (units or containers)]
-        return [c for c in chosen if not any(c == x or c.startswith(x + ".") for x in exclude or [])]
+        return [c.path for c in (units or containers)]
 
     def holder(self, container: str) -> str | None:
         """The nearest module above `container` that holds more than it (the stack's model: `model.language_model`)."""
@@ -196,12 +199,13 @@ def model_files(files: RecipeFiles) -> list[Path]:
 
 
 def model_layout(
-    files: RecipeFiles, kit_files: list[Path] | None = None, builder: str | None = None
+    files: RecipeFiles, kit_files: list[Path] | None = None, builder: str | None = None, only: list[str] | None = None
 ) -> ModelLayout | None:
     """The recipe's model class and module tree, read from its model code or the transformers of its environment
     (`parse/model_source.py`); None when neither names a class the tool can read. `kit_files`: the kit modules
-    whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with."""
-    stages = {p.name: _read(p) for p in files.stages}
+    whose `AutoModel*` builder a checkpoint goes through; `builder`: the function prepare_model() builds with;
+    `only`: the stages whose checkpoints count (default every stage)."""
+    stages = {p.name: _read(p) for p in files.stages if only is None or p.stem in only}
     kits = list(kit_files or [])
     found = recipe_model_class(files.root, model_files(files), stages, kits, builder)
     if found is None and builder is not None:  # a builder the tool could not follow: any class of the model code
@@ -262,7 +266,7 @@ def infer_target(
     if layout is None:
         return None
     containers = layout.block_containers(exclude)
-    why = f"the model's repeated blocks: {layout.why}"
+    why = f"the repeated blocks of {layout.name}, read as said above"
     if path == "regional" and containers:
         return TargetChoice(",".join(f"{model_var}.{c}" for c in containers), True, why)
     if path == "submodule" and containers and (holder := layout.holder(containers[0])):
@@ -272,3 +276,18 @@ def infer_target(
         if present:
             return TargetChoice(f"{model_var}.{present[0]}", True, f"the region the kit keeps eager: {layout.why}")
     return None
+
+
+def check_exists(target: str, model_var: str, layout: ModelLayout | None, kind: str) -> None:
+    """Refuse a target the model's code shows it does not have (one line, the modules it has instead)."""
+    if layout is None or kind == "post-wrap" or not target.startswith(model_var + "."):
+        return
+    rel = target[len(model_var) + 1 :]
+    if layout.has(rel) is not False:
+        return
+    parent = rel.rsplit(".", 1)[0] if "." in rel else ""
+    while parent and layout.has(parent) is False:
+        parent = parent.rsplit(".", 1)[0] if "." in parent else ""
+    have = ", ".join(c.path.rsplit(".", 1)[-1] for c in layout.tree.children(parent)) or "none"
+    where = f"`{model_var}.{parent}`" if parent else f"`{model_var}`"
+    raise InputError(f"--target {target}: {layout.name} has no module `{rel}` ({layout.why}); {where} has: {have}")

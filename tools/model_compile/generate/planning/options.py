@@ -23,6 +23,7 @@ class Options:
     templates: Path | None = None
     switch: bool = False  # replace an existing kit/fallback wiring by another one
     force: bool = False  # overwrite the recipe's own test files too
+    stages: list[str] | None = None  # --config-name: the stages acted on (default: every stage of the recipe)
 
     def check(self) -> None:
         if not self.recipe.is_dir():

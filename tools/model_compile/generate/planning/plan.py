@@ -34,7 +34,8 @@ from model_compile.generate.planning.inputs import (
     run_stage,
 )
 from model_compile.generate.planning.options import Options
-from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes
+from model_compile.generate.planning.sharding import sharded_smoke_commands, sharding_notes, test_override_note
+from model_compile.generate.planning.stage_models import acted_stages, models_of, runs_inside, stage_models, stage_ranks
 from model_compile.generate.planning.structure import check_structure, kept_eager, suggest_regional
 from model_compile.generate.planning.wired import check_wiring, requested_path
 from model_compile.generate.style import conventions
@@ -42,6 +43,7 @@ from model_compile.generate.style.formatting import Formatter, format_changes
 from model_compile.generate.style.repo_style import read_style
 from model_compile.generate.style.repo_text import body_indent, read_repo_text, run_commands, wrap_reason
 from model_compile.ledger.compiled_scope import planned_scope
+from model_compile.ledger.hazards import describe
 from model_compile.parse import recipe_test_options
 from model_compile.parse.documentation import kit_avoidance
 from model_compile.parse.stages import stage_facts
@@ -102,6 +104,7 @@ def build_plan(opts: Options) -> Plan:
         if engine_edit.engine_classes(module):
             parsed.append((path, text, module))
     report, kits = recipe_report(files.recipe) if parsed else (None, [])
+    r.form = report.config.schema_.form if report is not None else None  # the code reads the schema's own form
     ledgers = recipe_ledgers(report)
     engines = []
     for path, text, module in parsed:
@@ -114,8 +117,9 @@ def build_plan(opts: Options) -> Plan:
 
     kit_files = [files.root / k.file for k in kits]
     all_ledgers = [lg for own in ledgers.values() for lg in own.values()]
-    builder = locate.builder_of(all_ledgers)
-    layout = locate.model_layout(files, kit_files, builder) if opts.path != "post-wrap" else None
+    acted = acted_stages(files, opts.stages)
+    models = stage_models(files, acted, kit_files, all_ledgers) if opts.path != "post-wrap" else None
+    layout = models.layout if models is not None else None
     kept = kept_eager(kits, all_ledgers, model_var)
     choice: locate.TargetChoice | None
     if opts.target:
@@ -125,14 +129,15 @@ def build_plan(opts: Options) -> Plan:
     if choice is None:
         raise InputError(
             f"cannot infer a --target for --path {opts.path} statically"
-            + ("" if layout is not None else " (the model's class and code were not found)")
+            + (" (" + "; ".join(models.notes()) + ")" if models is not None and layout is None else "")
             + "; pass --target ATTR"
         )
     targets = choice.target.split(",")
     for target in targets:
         if opts.path in ("submodule", "graph-break", "regional") and target.split(".")[0] != model_var:
             raise InputError(f"--target {target} must start with the model variable of prepare_model() ({model_var})")
-        _check_exists(target, model_var, layout, opts.path)
+        for known in models.known() if models is not None else []:  # each stage's model must have it
+            locate.check_exists(target, model_var, known, opts.path)
 
     plan = Plan(
         recipe=files.recipe,
@@ -146,13 +151,15 @@ def build_plan(opts: Options) -> Plan:
     wiring = check_wiring(report, opts.path, opts.target, opts.switch)
     if wiring.note:
         plan.notes.append(wiring.note)
+    plan.notes.extend(models.notes() if models is not None else [])
     if wiring.already_wired:  # nothing is rendered, nothing rewritten: the wiring stays as the recipe has it
         plan.already_wired = True
         plan.notes.extend(missing_recipe_tests(files.recipe, files.root, files.rel))
         return plan
     if opts.target is None and opts.path != "kit":
         plan.notes.append(f"target: {plan.target} (inferred: {choice.why}; override with --target)")
-    facts_now = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}
+    mine = [p for p in files.stages if p.stem in acted]  # the stage files acted on
+    facts_now = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in mine}
     structure = check_structure(
         opts.path,
         targets,
@@ -161,7 +168,7 @@ def build_plan(opts: Options) -> Plan:
         explicit=opts.target is not None,
         ledgers=all_ledgers,
         stages=facts_now,
-        stage_texts={p.name: _read(p) for p in files.stages},
+        stage_texts={p.name: _read(p) for p in mine},
         command=_command(files.rel(files.recipe), opts),
     )
     plan.notes.extend(structure.notes)
@@ -180,9 +187,11 @@ def build_plan(opts: Options) -> Plan:
             )
     style = read_style(files.root)
 
-    repo_text = read_repo_text(files)
-    stems = [p.stem for p in files.stages]
-    stage_name = "train" if "train" in stems or not stems else stems[0]
+    repo_text = read_repo_text(
+        files, report.config.schema_.form if report and report.config.schema_.form else "section"
+    )
+    repo_text.written = {"backend": opts.backend, "mode": opts.mode}
+    stage_name = "train" if "train" in acted or not acted else acted[0]
 
     # 1. engine(s)
     kit_import: tuple[str, str] | None = None
@@ -286,8 +295,10 @@ def build_plan(opts: Options) -> Plan:
     if "test_smoke.py" in {p.name for p in base_files.files}:
         repo_text.has_smoke_test = True
     facts = {p.stem: stage_facts(_read(p), files.rel(p), p.stem) for p in files.stages}  # as on disk now
-    run_name, run_options = run_stage(files, facts, repo_text, stage_name)
-    commands = run_commands(files, repo_text, run_name, run_options)
+    run_name, run_options = run_stage(files, {s: facts[s] for s in acted}, repo_text, stage_name)
+    commands = run_commands(
+        files, repo_text, run_name, run_options, facts.get(run_name), stage_ranks(facts.get(run_name))
+    )
 
     # 3. stage YAMLs
     for stage in files.stages:
@@ -305,6 +316,12 @@ def build_plan(opts: Options) -> Plan:
         for lg in lgs.values()
         for e in lg.of("patch")
     ]
+    inside: list[str] = []  # what of the repository's code runs inside the targets, and its compile hazards
+    if layout is not None and opts.path != "post-wrap":
+        ran, attn = runs_inside(files, layout, readme_targets, model_var, all_ledgers, acted, kept)
+        inside = describe(ran, model_var, attn)
+        plan.notes.extend(f"inside the compiled targets: {line}" for line in inside)
+        patches = [p for p in patches if p not in {x.patch for x in ran.patched}]  # the rest may stay eager
     # the kit class this recipe calls (the one added, or its own): only its regions are the recipe's
     called = kit_import[1] if kit_import else (report.kits[0] if report is not None and report.kits else None)
     if opts.path == "kit":
@@ -314,7 +331,7 @@ def build_plan(opts: Options) -> Plan:
         around = None
         if layout is not None and opts.path in ("regional", "submodule"):
             compiled = [t[len(model_var) + 1 :] if t.startswith(model_var + ".") else "" for t in readme_targets]
-            around = (layout.tree.eager_around(compiled), f"{layout.name} in {layout.source}")
+            around = (layout.tree.eager_around(compiled), f"{layout.name} in {layout.source}, {models_of(models)}")
         scope = planned_scope(
             opts.path,
             readme_targets,
@@ -339,6 +356,7 @@ def build_plan(opts: Options) -> Plan:
             enabled_default=default,
             line_length=repo_text.line_length,
             targets=readme_targets,
+            inside=inside,
         ),
     )
     if new != old:
@@ -346,7 +364,7 @@ def build_plan(opts: Options) -> Plan:
     plan.changes.append(FileChange(files.readme, files.rel(files.readme), old, new))
 
     # 5. recipe-local skill tests (never replacing the recipe's own), and its missing base tests
-    context = recipe_tests_context(files, opts, targets, first, style, root_class)
+    context = recipe_tests_context(files, opts, targets, first, style, root_class, all_ledgers, r.form)
     rendered = planned_recipe_tests(context, override)
     missing_hooks = missing_parity_hooks(files, first_path, first.class_name)
     if missing_hooks:  # a parity test that calls what the engine lacks would only fail: say so instead
@@ -373,8 +391,9 @@ def build_plan(opts: Options) -> Plan:
     for c in plan.changes:
         c.new = formatted.get(c.path, c.new)
 
+    facts = {s: facts[s] for s in acted}
     if opts.path == "kit":
-        texts = {p.name: _read(p) for p in files.stages}
+        texts = {p.name: _read(p) for p in mine}
         suggested = suggest_regional(layout, model_var, kept, all_ledgers, facts, texts)
         plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var, suggested)
     if commands["launch"]:
@@ -385,29 +404,17 @@ def build_plan(opts: Options) -> Plan:
             plan.notes.append(f"smoke test with compile on in a stage whose mesh shards the model: {command}")
     if commands["tests_note"]:
         plan.notes.append(commands["tests_note"])
+    if commands["tests"] and (said := test_override_note(repo_text)):
+        plan.notes.append(said)
     plan.snippets.update({k.replace("/", ":"): v for k, v in r.rendered.items()})
     _check_python(plan)
     return plan
 
 
-def _check_exists(target: str, model_var: str, layout: locate.ModelLayout | None, kind: str) -> None:
-    """Refuse a target the model's code shows it does not have (one line, the modules it has instead)."""
-    if layout is None or kind == "post-wrap" or not target.startswith(model_var + "."):
-        return
-    rel = target[len(model_var) + 1 :]
-    if layout.has(rel) is not False:
-        return
-    parent = rel.rsplit(".", 1)[0] if "." in rel else ""
-    while parent and layout.has(parent) is False:
-        parent = parent.rsplit(".", 1)[0] if "." in parent else ""
-    have = ", ".join(c.path.rsplit(".", 1)[-1] for c in layout.tree.children(parent)) or "none"
-    where = f"`{model_var}.{parent}`" if parent else f"`{model_var}`"
-    raise InputError(f"--target {target}: {layout.name} has no module `{rel}` ({layout.why}); {where} has: {have}")
-
-
 def _command(recipe: str, opts: Options) -> str:
     """The generate command as given, without its --target options."""
     parts = ["model-compile generate", shlex.quote(recipe), "--path", opts.path]
+    parts += [f"--config-name {shlex.quote(s)}" for s in opts.stages or []]
     if opts.reason:
         parts += ["--reason", shlex.quote(opts.reason)]
     if opts.switch:

@@ -17,7 +17,7 @@ import shlex
 
 from model_compile.generate.edits.base_tests import WorldSize, world_size
 from model_compile.generate.planning import locate
-from model_compile.generate.style.repo_text import COMPILE_ON, RepoText, smoke_command
+from model_compile.generate.style.repo_text import RepoText, overrides, smoke_command
 from model_compile.parse import recipe_test_options
 from model_compile.parse.models import StageFacts
 
@@ -52,8 +52,9 @@ def sharding_notes(
     ]
     if suggested is not None and suggested[0]:
         flags = " ".join(f"--target {shlex.quote(t)}" for t in suggested[0])
+        names = " ".join(f"--config-name {shlex.quote(s)}" for s in sharded)
         out.append(
-            f'regional instead: model-compile generate {recipe} --path regional --switch {flags} --reason "..."  '
+            f'regional instead: model-compile generate {recipe} --path regional --switch {names} {flags} --reason "..."  '
             f"(from {suggested[1]})"
         )
     else:
@@ -70,7 +71,7 @@ def stage_options(conv: recipe_test_options.Conventions, stage: str, world: Worl
     options: list[str] = []
     if conv.registers(recipe_test_options.CONFIG_NAME):
         options += [recipe_test_options.CONFIG_NAME, stage]
-    if conv.registers(recipe_test_options.WORLD_SIZE):
+    if conv.registers(recipe_test_options.WORLD_SIZE) and world.from_mesh:  # no mesh: the option's default runs it
         options += [recipe_test_options.WORLD_SIZE, str(world.size)]
     return options
 
@@ -80,22 +81,44 @@ def smoke_commands(
     stages: list[str],
     facts: dict[str, StageFacts],
     text: RepoText,
-    extra: list[str] | None = None,
+    compile_on: bool = False,
 ) -> list[str]:
     """The recipe's smoke test for each stage, with `stage_options` (the world size from the stage's facts,
-    as read already), then `extra`."""
+    as read already), then the overrides that run it with compile on: asked for (`compile_on`), or needed because
+    the recipe's tests turn compile off whatever the stage says (its own override, or one the schema rejects)."""
     if not text.has_smoke_test:
         return []
     conv = text.test_options
     recipe = files.rel(files.recipe)
+    switch = (compile_on or text.forces_off) and conv.registers(recipe_test_options.CONFIG_OVERRIDE)
     out = []
     for stage in stages:
         world = world_size(facts[stage])
         where = f"{stage}: {world.size} rank(s), {world.why}"
         if not conv.registers(recipe_test_options.CONFIG_NAME) and conv.smoke_config_name not in (None, stage):
             where += f"; no --config-name option: the smoke test loads {conv.smoke_config_name}, not {stage}"
-        out.append(f"{smoke_command(recipe, conv, [*stage_options(conv, stage, world), *(extra or [])])}  # {where}")
+        extra = overrides(text.compile_on(facts[stage])) if switch else []
+        out.append(f"{smoke_command(recipe, conv, [*stage_options(conv, stage, world), *extra])}  # {where}")
     return out
+
+
+def test_override_note(text: RepoText) -> str | None:
+    """What the printed smoke commands carry because of the recipe's own test overrides, said once."""
+    if text.rejected:
+        o = text.rejected[0]
+        return (
+            f"{o.file}:{o.line} overrides `{o.key}` with `{o.value}`, which the schema rejects (MC211): the smoke "
+            "test fails config validation unless a command-line override follows it, so each smoke command here "
+            "carries `model.compile.enabled=true` and the stage's own backend and mode (the rebuilt section would "
+            "otherwise take the schema's defaults)"
+        )
+    off = [o for o in text.test_overrides if o.enables is False]
+    if off:
+        return (
+            f"{off[0].file}:{off[0].line} turns compile off in the smoke test ({off[0].key}: {off[0].value}): each "
+            f"smoke command here carries `--config-override {text.switch_on}`, else it would run eager"
+        )
+    return None
 
 
 def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFacts], text: RepoText) -> list[str]:
@@ -105,4 +128,4 @@ def sharded_smoke_commands(files: locate.RecipeFiles, facts: dict[str, StageFact
     sharded = sorted(s for s in facts if facts[s].wrapping == "fsdp2")
     if not sharded or not text.test_options.registers(recipe_test_options.CONFIG_OVERRIDE):
         return []
-    return smoke_commands(files, sharded, facts, text, [recipe_test_options.CONFIG_OVERRIDE, COMPILE_ON])
+    return smoke_commands(files, sharded, facts, text, compile_on=True)

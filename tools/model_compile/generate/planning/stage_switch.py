@@ -32,7 +32,13 @@ from model_compile.generate.edits.yaml_edit import edit_stage, set_flat
 from model_compile.generate.planning import guard, locate
 from model_compile.generate.planning.inputs import recipe_report
 from model_compile.generate.planning.plan import FileChange, Plan
-from model_compile.generate.planning.sharding import WHOLE_MODEL_PATHS, sharding_notes, smoke_commands
+from model_compile.generate.planning.sharding import (
+    WHOLE_MODEL_PATHS,
+    sharding_notes,
+    smoke_commands,
+    test_override_note,
+)
+from model_compile.generate.planning.stage_models import stage_models
 from model_compile.generate.planning.structure import kept_eager, suggest_regional
 from model_compile.generate.style.repo_text import read_repo_text
 from model_compile.parse.documentation import parse_comment
@@ -272,11 +278,16 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
             "memory; where shapes change per step (packed or variable-length batches), max-autotune-no-cudagraphs "
             "tunes kernels without them"
         )
-    plan.commands = smoke_commands(files, opts.enable, facts, read_repo_text(files))
+    repo_text = read_repo_text(files, form)
+    plan.commands = smoke_commands(files, opts.enable, facts, repo_text)
+    if plan.commands and (said := test_override_note(repo_text)):
+        plan.notes.append(said)
     model_var = report.scope.model if report is not None else "model"
     if any(facts[s].wrapping == "fsdp2" for s in opts.enable) and path in WHOLE_MODEL_PATHS:
         ledgers = list(report.ledger) if report is not None else []
-        layout = locate.model_layout(files, [files.root / k.file for k in kits], locate.builder_of(ledgers))
+        models = stage_models(files, opts.enable, [files.root / k.file for k in kits], ledgers)
+        plan.notes.extend(models.notes())
+        layout = models.layout
         kept = kept_eager(kits, ledgers, model_var)
         texts = {p.name: guard.read_source(p, files.rel(p), None, None) for p in files.stages}
         suggested = suggest_regional(layout, model_var, kept, ledgers, facts, texts)

@@ -18,19 +18,29 @@ a tiny Qwen3-VL of the qwen3_vl recipe's class, backend aot_eager; see reference
 
 For an inferred target generate picks that form and says so; for a --target the user gave it warns and prints the
 command with the form that compiles.
+
+The rule for checkpointed blocks is one, whatever the transformers installed: where gradient checkpointing wraps the
+blocks in a stage acted on (its switch on there, or not decided statically), the target is each block's attention
+and MLP (the composite children every block has), never the whole block - the form that compiled on every version
+measured (RULE_MEASURED), where the whole block compiled only while the checkpoint sat around the layer's call.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 
 from model_compile.generate.planning.locate import ModelLayout
 from model_compile.ledger.models import Ledger
 from model_compile.ledger.repo import KitFacts
+from model_compile.ledger.stage_gates import load_stages, stages_with
 from model_compile.parse.model_tree import Node
 from model_compile.parse.models import StageFacts
+
+# Where the rule for checkpointed blocks was measured (references/patterns.md), and the release that moved
+# the checkpoint of a GradientCheckpointingLayer inside its forward.
+RULE_MEASURED = "measured with transformers 5.3.0 and 5.25, torch 2.13, 1 and 2 CPU ranks"
+FORWARD_CHECKPOINT = "5.23"
 
 
 @dataclass
@@ -73,7 +83,7 @@ def _checkpoint_cause(layout: ModelLayout, node: Node) -> tuple[bool | None, str
         return None, f"{cls}.forward calls a checkpoint function"
     if cls not in tree.checkpoint_layers:
         return False, ""
-    where = layout.source
+    where = tree.checkpoint_where or layout.source
     if tree.checkpoint_in_forward is False:
         return False, f"{cls} is a GradientCheckpointingLayer; {where} checkpoints around its call"
     if tree.checkpoint_in_forward is True:
@@ -88,32 +98,24 @@ def _inner(layout: ModelLayout, element: str) -> tuple[list[str], list[str]]:
 
 
 def _checkpointing(ledgers: list[Ledger], stages: dict[str, StageFacts], texts: dict[str, str]) -> str | None:
-    """Where prepare_model() enables gradient checkpointing and in which stages it is on; None when it does not."""
+    """Where prepare_model() enables gradient checkpointing and in which stages acted on it is on; None when it does
+    not, or when its switch is off in every stage acted on (`ledger/stage_gates.py` reads the switch)."""
     found = [e for lg in ledgers for e in lg.of("checkpointing") if e.reachable]
     if not found:
         return None
     e = found[0]
     where = f"`{e.call.split('(')[0]}` (line {e.line})"
-    keys = [c for c in e.condition if re.fullmatch(r"(?:self\.)?config(?:\.\w+)+", c)]
-    if not keys:  # ungated, or gated by something other than a config switch: said as written
-        return where + (f", when `{' and '.join(e.condition)}`" if e.condition else "")
-    key = keys[-1].removeprefix("self.").removeprefix("config.")
-    on = [name for name, text in texts.items() if _yaml_true(text, key)]
-    return f"{where}, when `{key}`" + (f": true in {', '.join(on)}" if on else " (no stage YAML sets it true)")
-
-
-def _yaml_true(text: str, key: str) -> bool:
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return False
-    for part in key.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return False
-        data = data[part]
-    return data is True
+    state = stages_with(found, load_stages(texts)) if texts else {}
+    on = sorted(n for n, v in state.items() if v is True)
+    unknown = sorted(n for n, v in state.items() if v is None)
+    if state and not on and not unknown:
+        return None  # off in every stage acted on: the blocks are not checkpointed there
+    gate = f", when `{' and '.join(e.condition)}`" if e.condition else ""
+    if on:
+        return f"{where}{gate}: on in {', '.join(on)}"
+    if unknown and e.condition:
+        return f"{where}{gate} (not decided by {', '.join(unknown)})"
+    return where + gate
 
 
 def check_structure(
@@ -143,26 +145,27 @@ def check_structure(
         own = f"{rel}.*" if kind == "regional" and "*" not in rel.split(".") else rel
         for block in _blocks_in(layout, rel, kind) if checkpointing else []:
             inside, why = _checkpoint_cause(layout, block)
-            if inside is False and why and block.path != own and sharded and _short(block.cls) in tree.no_split:
+            if not why:
+                continue  # not a checkpointed block
+            if inside is False and block.path != own and sharded and _short(block.cls) in tree.no_split:
                 # a compiled module holding checkpointed FSDP2 units: none of them compiled (2 CPU ranks,
                 # transformers 5.3.0 and 5.25 alike), whether the checkpoint wraps their call or their forward
                 many = len(sharded) > 1
                 wrapping = f"stage{'s' if many else ''} {', '.join(sharded)} wrap{'' if many else 's'}"
                 inside, why = True, f"{why}, and {wrapping} each of them with FSDP2"
-            if inside is False:
-                if why and block.path == own:
-                    out.notes.append(
-                        f"gradient checkpointing ({checkpointing}): {why}, so each compiled block runs inside the "
-                        "checkpoint and compiles; transformers 5.23 and later run it inside forward, where a compiled "
-                        "block compiles nothing: compiling each block's attention and MLP works with both"
-                    )
-                continue
             members, optional = _inner(layout, block.path)
-            verb = "compiles nothing" if inside else "may compile nothing"
+            if inside is False:  # compiles on this transformers, not on 5.23 and later: one rule, the inner form
+                verb = (
+                    f"compiles on this transformers, but nothing from transformers {FORWARD_CHECKPOINT} on (the "
+                    "checkpoint moves inside forward)"
+                )
+            else:
+                verb = "compiles nothing" if inside else "may compile nothing"
             text = (
                 f"gradient checkpointing ({checkpointing}) wraps each block of `{model_var}.{block.path[:-2]}`: "
-                f"{why}, so compiling `{target}` puts the checkpoint inside the compiled frame and {verb} there "
-                "(dynamo traces the checkpoint as a higher-order op; measured: 0 graphs of those blocks)"
+                f"{why}, so compiling `{target}` {verb} (dynamo traces a checkpoint inside the compiled frame as a "
+                "higher-order op; measured: 0 graphs of those blocks); each block's attention and MLP compile "
+                f"inside the checkpoint on every version ({RULE_MEASURED})"
             )
             if optional:
                 text += f"; {', '.join(f'`{o}`' for o in optional)} exist only in some blocks: left eager"

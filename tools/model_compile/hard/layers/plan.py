@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from model_compile.findings.models import RecipeReport
 from model_compile.hard.stages import StageRun, plan_stages, stage_run
 from model_compile.parse.recipe_test_options import CONFIG_NAME, CONFIG_OVERRIDE, WORLD_SIZE, Conventions
 
@@ -65,12 +66,15 @@ def plan(
     repo_root: Path | None = None,
     touched_stages: list[str] | None = None,
     compile_on: str = COMPILE_ON,
+    rebuilt: Callable[[str | None], list[str]] | None = None,
 ) -> list[LayerSpec]:
     """structure, smoke, then one impact layer per tests/skills/model-compile/test_*.py.
 
     Options follow the recipe's conftest.py (`conventions`): only registered options are passed,
     opt-in switches such as `--run-smoke` are added, and `--world-size` defaults to the visible
     devices (1 on CPU). Without `conventions` every option is passed as given (the old behaviour).
+    `rebuilt(stage)`: the overrides a stage's smoke run needs besides the switch (where the recipe's tests replace
+    the compile section wholesale, MC211: the stage's own backend and mode).
     """
     conv = conventions or Conventions(dynamic=["not read"])
     notes: list[str] = []
@@ -116,9 +120,12 @@ def plan(
         smoke += [WORLD_SIZE, str(world_size)]
     blocked = None
     if conv.registers(CONFIG_OVERRIDE):
-        for item in [compile_on, *overrides]:
+        extra = rebuilt or (lambda _stage: [])
+        loaded = conv.smoke_config_name or _str(conv.default_of(CONFIG_NAME))  # what a run without a name loads
+        for item in [compile_on, *extra(first.name or config_name or loaded), *overrides]:
             smoke += [CONFIG_OVERRIDE, item]
-            for opts in accel_runs:
+        for run, opts in zip(runs, accel_runs, strict=True):
+            for item in [compile_on, *extra(run.name or config_name or loaded), *overrides]:
                 opts += [CONFIG_OVERRIDE, item]
     else:
         stage = config_name or conv.smoke_config_name or "<stage>"
@@ -217,3 +224,17 @@ def refused_for_accelerator(output: str, skip_reasons: list[str], messages: list
             best = best or next((ln for ln in hits if not ln.startswith("raise ")), hits[0])
             return best[:300]
     return None
+
+
+def rebuilt(facts: RecipeReport | None, stage: str | None) -> list[str]:
+    """Where the recipe's tests replace the compile section wholesale (MC211), a smoke run's switch rebuilds it from
+    that key alone: the stage's own backend and mode go with it (else the schema's defaults would run)."""
+    if facts is None or not any(f.rule == "MC211" for f in facts.findings) or facts.config.form != "section":
+        return []
+    found = next((s for s in facts.config.stages if s.name == stage), None)
+    out = []
+    for key in ("backend", "mode"):
+        known, value = found.static_value(key) if found is not None else (False, None)
+        if known and isinstance(value, str):
+            out.append(f"model.compile.{key}={value}")
+    return out

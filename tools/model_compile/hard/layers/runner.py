@@ -14,6 +14,7 @@ import os
 import shlex
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -215,6 +216,7 @@ def validate_hard(
         stages,
         # the recipe's own switch: `model.compile.enabled=true`, or `model.compile=true` in the older flat form
         compile_on=f"{config_key(recipe_facts.config.form, 'enabled')}=true" if recipe_facts else layers.COMPILE_ON,
+        rebuilt=partial(layers.rebuilt, recipe_facts),
     )
     if soft.compile_path not in (None, "none"):
         spec = _rehearsal_spec(
