@@ -168,6 +168,11 @@ def execute(
             facts = single
             used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
+    if facts.status != "passed":
+        from model_compile.hard.rehearsal import controls
+
+        facts = controls.without_instruments(facts, used, interp, env, used_dir, options.timeout_s)
+        rehearsal.write_summary(facts, used_dir)
     if facts.fixes:
         from model_compile.hard.rehearsal import trials
 

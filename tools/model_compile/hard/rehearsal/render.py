@@ -279,6 +279,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines += [f"  {row}" for row in coverage_rows(facts)]
         if facts.coverage and facts.coverage_note:
             lines.append(f"  ({facts.coverage_note})")
+    lines += [f"  {shorten(line, 400)}" for line in facts.coverage_unmeasured[:6]]
     if facts.keys:
         lines.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()))
     if facts.steps:

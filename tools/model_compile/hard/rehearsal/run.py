@@ -23,7 +23,7 @@ from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.env.memwatch import MemoryWatch
 from model_compile.hard.models import LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal.planning.plan import Plan
-from model_compile.hard.rehearsal.reading import judge
+from model_compile.hard.rehearsal.reading import attribution, judge
 from model_compile.hard.rehearsal.seen import faults as seen_faults
 from model_compile.runtime.rehearsal.config import precision_plan
 
@@ -129,6 +129,7 @@ def run(
             server.close()
     facts.wall_s = round(time.monotonic() - started, 2)
     judge.read(facts, plan, records, out_dir / "trace", repo)
+    attribution.attribute(facts, records, repo)
     write_summary(facts, out_dir)
     return facts
 
@@ -203,7 +204,7 @@ def _twins(
             and spec["precision"].get("reference_dtype") == "float64"
             and not timed_out
             and not killed
-            and fault not in ("environment", "input")
+            and fault not in ("environment", "input", "stand-in")
         ):
             # the recipe's code does not run in float64: the eager twin is the reference, at a fixed tolerance
             why = next((r.get("reason") for r in records[twin] if r.get("status") != "done"), "") or "it stopped"

@@ -249,11 +249,18 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         record.data["micro_steps"] = driver.micro
         record.data["sync_checks"] = driver.sync_checks
         record.data["feed"] = feed.facts
+        record.data["instruments"] = [  # the tool's instruments this failure ran under
+            *(["the coverage meter (counting this micro-step)"] if driver.measuring else []),
+            *(["the compiled-graph hook"] if twin == "compiled" and (spec.get("coverage", True) or wanted) else []),
+            *(["the changed-line counter"] if counter is not None else []),
+        ]
         missing = not_here(exc)
         if isinstance(exc, Stop):
             raise
         if missing is not None:
-            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault) from exc
+            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault).because(
+                exc
+            ) from exc
         frame = tool_frame(exc.__traceback__)
         status = "failed" if twin == "compiled" and driver.model is not None else "not-run"
         if frame:
@@ -263,7 +270,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
                 f"model-compile's own code failed at {frame}: {short_error(exc)}",
                 traceback.format_exc(),
                 fault="tool",
-            ) from exc
+            ).because(exc) from exc
         where = "training" if driver.model is not None else "set-up (before_train)"
         step = f" at micro-step {len(driver.micro)}" if driver.model is not None else ""
         if driver.model is not None and feed.mode == "batches":  # the batch it failed on was the tool's
@@ -276,14 +283,14 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
                 f"environment: the recipe's {where} raised{step}: {absent}",
                 traceback.format_exc(),
                 fault="environment",
-            ) from exc
+            ).because(exc) from exc
         raise Stop(
             phase,
             status,
             f"the recipe's {where} raised{step} with compile {'on' if twin == 'compiled' else 'off'}: "
             f"{short_error(exc)}",
             traceback.format_exc(),
-        ) from exc
+        ).because(exc) from exc
     record.data["micro_steps"] = driver.micro
     record.data["sync_checks"] = driver.sync_checks
     record.data["feed"] = feed.facts
@@ -370,8 +377,10 @@ def _prepared_first(spec: dict[str, Any], rank: int) -> None:
         try:
             prepare(spec, prep)
         except Stop as stop:
-            prep.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
-            raise Stop("prepare", stop.status, f"setting up failed: {stop.reason}", stop.detail, stop.fault) from stop
+            prep.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault, stop.frames)
+            again = Stop("prepare", stop.status, f"setting up failed: {stop.reason}", stop.detail, stop.fault)
+            again.frames = stop.frames
+            raise again from stop
         prep.data["status"] = "done"
         prep.flush()
     deadline = time.monotonic() + 600
@@ -431,7 +440,7 @@ def main(argv: list[str]) -> int:
                 train(spec, twin, rank, record)
     except Stop as stop:
         _packages(record, rank)
-        record.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
+        record.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault, stop.frames)
         return 3 if stop.status == "tool-error" else 1
     except BaseException as exc:  # noqa: BLE001 - the parent reads the record, whatever happened
         record.stop(

@@ -33,9 +33,13 @@ class Record:
         self.data["phases"][name] = {"ok": True, **facts, "at_s": self.age()}
         self.flush()
 
-    def stop(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
+    def stop(
+        self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe", frames: Any = None
+    ) -> None:
         self.data["phases"][phase] = {"ok": False, "reason": reason, "detail": detail[-4000:], "at_s": self.age()}
         self.data.update(status=status, stopped_at=phase, reason=reason, fault=fault)
+        if frames:
+            self.data["raised_in"] = frames  # what raised: the parent's evidence of whose failure it is
         self.flush()
 
     def age(self) -> float:
@@ -93,6 +97,7 @@ class NotHere(Exception):
     rehearsal is not run, with this reason (the option or change that supplies it); never the recipe's failure."""
 
     fault = "environment"
+    part = ""
 
 
 def not_here(exc: BaseException | None) -> NotHere | None:
@@ -112,6 +117,20 @@ class Stop(Exception):
     def __init__(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
         super().__init__(reason)
         self.phase, self.status, self.reason, self.detail, self.fault = phase, status, reason, detail, fault
+        self.frames: dict[str, Any] | None = None
+
+    def because(self, exc: BaseException) -> Stop:
+        """The same stop, with what raised `exc` (its frames, told by where they lie) for the parent."""
+        from model_compile.runtime.rehearsal.blame import raised_in
+
+        try:
+            self.frames = raised_in(exc, _REPO_ROOT[0] if _REPO_ROOT else None)
+            missing = not_here(exc)
+            if missing is not None and getattr(missing, "part", ""):
+                self.frames["part"] = missing.part  # which stand-in: its model or its config
+        except Exception:  # noqa: BLE001, S110 - the evidence is missing, the stop is not
+            pass
+        return self
 
 
 @contextlib.contextmanager
@@ -124,7 +143,9 @@ def guarded(phase: str, status: str, what: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - the reason goes into the record
         missing = not_here(exc)
         if missing is not None:
-            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault) from exc
+            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault).because(
+                exc
+            ) from exc
         frame = tool_frame(exc.__traceback__)
         if frame:
             raise Stop(
@@ -133,8 +154,8 @@ def guarded(phase: str, status: str, what: str) -> Any:
                 f"model-compile's own code failed at {frame}: {short_error(exc)}",
                 traceback.format_exc(),
                 fault="tool",
-            ) from exc
-        raise Stop(phase, status, f"{what}: {short_error(exc)}", traceback.format_exc()) from exc
+            ).because(exc) from exc
+        raise Stop(phase, status, f"{what}: {short_error(exc)}", traceback.format_exc()).because(exc) from exc
 
 
 def set_repo_root(path: str) -> None:

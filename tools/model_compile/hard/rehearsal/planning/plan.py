@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from model_compile.hard.env.preflight import import_name
-from model_compile.hard.rehearsal.planning import family, source
+from model_compile.hard.rehearsal.planning import hints, source
 from model_compile.hard.rehearsal.planning import overrides as cli_overrides
 from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data
-from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, name_family, plan_model
+from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, plan_model
 from model_compile.hard.rehearsal.planning.overrides import read_keys
 from model_compile.hard.rehearsal.planning.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
@@ -286,18 +286,19 @@ def plan(
     if model_config is None and pretrained is not None:
         main = names.lookup(supplied, pretrained, str(repo_root))
         model_config = Path(main["file"]) if main else None
-    model = plan_model(
-        pretrained,
-        repo_root,
-        model_config,
-        builder,
-        bounds,
-        lambda: family.recipe_family(recipe_root, str(pretrained_key), stage_files(recipe_root), name, name_family),
-    )
+    vendored = hints.vendored_configs(recipe_root, repo_root)
+    model = plan_model(pretrained, repo_root, model_config, builder, bounds, vendored)
     overrides += model.overrides
     ckpt_dir = out_dir / "tiny-checkpoint"
     checkpoint = None
     aliases: dict[str, str] = {}
+    model_hints: dict[str, list[dict[str, str]]] = {}
+    if model.resolved_at_call and pretrained is not None:
+        # resolved in the child at the recipe's load call; its stand-in is where synthetic batches read the config
+        model_hints[str(pretrained)] = hints.recipe_hints(
+            recipe_root, str(pretrained_key), stage_files(recipe_root), name
+        )
+        ckpt_dir = out_dir / "models" / names.slug(str(pretrained))
     if model.config is not None and pretrained_key is not None:
         checkpoint = {
             "dir": str(ckpt_dir),
@@ -306,6 +307,7 @@ def plan(
             "config": model.config,
             "seed": 0,
             "processor": model.processor,
+            "code_files": list(model.code_files),
         }
         overrides.append(f"{pretrained_key}={ckpt_dir}")
         aliases[str(pretrained)] = str(ckpt_dir)  # the real name, read anywhere else, is the tiny checkpoint
@@ -387,7 +389,10 @@ def plan(
             "rows": data.rows,
             "batches": data.batches,
             "model_dir": str(ckpt_dir),
+            "stand_in": model.resolved_at_call,
         },
+        "model_hints": model_hints,
+        "vendored_configs": vendored,
         "steps": steps,
         "targets": list(scope.patterns),
         "disabled": disabled,

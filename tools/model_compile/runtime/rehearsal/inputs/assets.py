@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 from model_compile.runtime.rehearsal.inputs import vocab
 
 
-def _model_class(config: Any) -> Any:
+def _model_class(config: Any, folder: Path) -> Any:
     import transformers
 
+    auto_map = getattr(config, "auto_map", None)
+    if isinstance(auto_map, dict):  # remote code: the class its architectures name, else its most specific head
+        refs = {str(k): str(v[0] if isinstance(v, (list, tuple)) else v) for k, v in auto_map.items() if v}
+        heads = [ref for key, ref in refs.items() if key.startswith("AutoModel")]
+        named = [ref for ref in heads if ref.rsplit(".", 1)[-1] in (getattr(config, "architectures", None) or [])]
+        if named or heads:
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            return get_class_from_dynamic_module((named or heads)[-1], str(folder))
     for name in getattr(config, "architectures", None) or []:
         cls = getattr(transformers, name, None)
         if cls is not None:
@@ -41,12 +51,17 @@ def write_checkpoint(spec: dict[str, Any], reference_dtype: str = "float32") -> 
 
     out = Path(spec["dir"])
     out.mkdir(parents=True, exist_ok=True)
+    code = [Path(f) for f in spec.get("code_files") or []]  # a remote-code config's files, beside it as in the real
+    for folder in filter(None, [out, Path(spec["reference_dir"]) if spec.get("reference_dir") else None]):
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in code:
+            shutil.copy2(path, folder / path.name)
     (out / "config.json").write_text(json.dumps(spec["config"], indent=2), encoding="utf-8")
-    config = transformers.AutoConfig.from_pretrained(str(out))
-    cls = _model_class(config)
+    config = transformers.AutoConfig.from_pretrained(str(out), trust_remote_code=bool(code))
+    cls = _model_class(config, out)
     torch.manual_seed(int(spec.get("seed", 0)))
     if hasattr(cls, "from_config") and cls.__name__.startswith("Auto"):
-        model = cls.from_config(config)
+        model = cls.from_config(config, trust_remote_code=bool(code))
     else:
         model = cls(config)
     dtype = spec["config"].get("torch_dtype") or spec["config"].get("dtype")

@@ -29,7 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal.models import names, shrink, stand_in
+from model_compile.runtime.rehearsal.models import architecture, names, shrink, stand_in
 from model_compile.runtime.rehearsal.models.configs import (
     apply_values,
     mark_shrunk,
@@ -37,7 +37,13 @@ from model_compile.runtime.rehearsal.models.configs import (
     shrink_object,
     view_of,
 )
-from model_compile.runtime.rehearsal.models.state import STATE, ModelConfigMissing, TinyModelRefused, out_dir
+from model_compile.runtime.rehearsal.models.state import (
+    STATE,
+    ModelConfigMissing,
+    StandInRefused,
+    TinyModelRefused,
+    out_dir,
+)
 from model_compile.runtime.rehearsal.record import short_error
 
 
@@ -150,12 +156,16 @@ def _from_pretrained(func: Any) -> Any:
             return func(cls, *args, **kwargs)
         except OSError as exc:
             if _kind(cls) != "processor":
-                raise
+                raise _refused(cls, name, to, exc) from exc
             raise ModelConfigMissing(  # a processor whose settings are not beside the config the rehearsal read
                 f"{cls.__name__}.from_pretrained({name!r}): the rehearsal's stand-in of it has no processor settings "
                 "(preprocessor_config.json or processor_config.json beside the config it read); put the real ones "
                 f"beside the config.json you supply with --model-config {name}=PATH"
             ) from exc
+        except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+            if isinstance(exc, ModuleNotFoundError):
+                raise  # a package this environment lacks: said as the environment's
+            raise _refused(cls, name, to, exc) from exc
         finally:
             STATE["depth_load"] -= 1
 
@@ -163,11 +173,28 @@ def _from_pretrained(func: Any) -> Any:
     return from_pretrained
 
 
+def _refused(cls: Any, name: str, to: str, exc: BaseException) -> StandInRefused:
+    """The recipe's call raised on the stand-in it was handed (not on anything of the recipe's own)."""
+    made = names.lookup(STATE["stand_ins"], name, STATE["spec"].get("repo_root")) or {}
+    source = made.get("source") or ("the rehearsal's tiny checkpoint" if to else "a stand-in")
+    return StandInRefused(
+        f"{cls.__name__}.from_pretrained({name!r}) raised on the rehearsal's stand-in of it ({source}): "
+        f"{short_error(exc)}; the stand-in does not fit what the recipe's call accepts, so this is not the recipe's "
+        f"failure: supply the real config with --model-config {name}=PATH"
+    )
+
+
 def _missing(cls: Any, name: str) -> ModelConfigMissing:
     return ModelConfigMissing(
         f"{cls.__name__}.from_pretrained({name!r}): no config.json of it on this machine (not a local folder, not "
         f"in the Hugging Face cache); supply one with --model-config {name}=PATH"
     )
+
+
+def _auto_config() -> Any:
+    import transformers
+
+    return transformers.AutoConfig
 
 
 def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
@@ -183,20 +210,26 @@ def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
     if made is None:
         passed = kwargs.get("config") if kind == "model" else None
         found = stand_in.real_config(name, spec, passed)
-        if found is None:
-            if kind in ("model", "config") or (kind == "processor" and not stand_in.on_machine(name, repo)):
-                raise _missing(cls, name)
-            if kind == "processor" or stand_in.on_machine(name, repo):
-                return None  # a tokenizer or processor that is on this machine: the recipe's own
+        if found is None and (kind in ("model", "config") or not stand_in.on_machine(name, repo)):
+            # nothing of it here: the architecture the recipe's call resolves (a tokenizer's or processor's
+            # call resolves the model its name names)
+            found = architecture.resolve(cls if kind in ("model", "config") else _auto_config(), name, kwargs, spec)
+        elif found is None:
+            return None  # a tokenizer or processor that is on this machine: the recipe's own
         made = stand_in.make(name, found, kind)
         STATE["stand_ins"][name] = made
     if kind in ("model", "config") and not os.path.isfile(os.path.join(made["dir"], "config.json")):
         raise _missing(cls, name)  # a stand-in made for its tokenizer alone: no config of it here
     if kind == "model":
+        if made.get("depth_unknown") and cls.__name__.startswith("AutoModel"):
+            added = architecture.add_model_class(cls, Path(made["dir"]))  # made for a processor's call first
+            if added:
+                made.setdefault("notes", []).append(f"{cls.__name__} builds {added}")
         stand_in.weights(made, cls)
-    STATE["loads"].append(
-        {"class": cls.__name__, "kind": kind, "name": name, "to": made["dir"], "source": made["source"]}
-    )
+    load = {"class": cls.__name__, "kind": kind, "name": name, "to": made["dir"], "source": made["source"]}
+    if made.get("depth_unknown"):  # resolved at this call: its depth is the policy's, and what was said of it
+        load.update(depth_unknown=True, depth_set=made.get("depth_set") or [], notes=made.get("notes") or [])
+    STATE["loads"].append(load)
     return str(made["dir"])
 
 

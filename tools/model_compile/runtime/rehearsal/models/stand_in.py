@@ -23,12 +23,14 @@ from model_compile.runtime.rehearsal.models.names import hub_cache_dir
 from model_compile.runtime.rehearsal.models.state import (
     STATE,
     ModelConfigMissing,
+    StandInRefused,
     TinyModelRefused,
     suspended,
 )
 from model_compile.runtime.rehearsal.record import short_error
 
 SEED = 0
+KEPT = ("source", "shrunk", "model_type", "depth_unknown", "depth_set", "notes")  # what a stand-in's record says
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
 
 
@@ -75,27 +77,24 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _code_files(config: dict[str, Any], code_dir: str | None, name: str) -> list[Path]:
-    """The remote-code files a config's `auto_map` needs, from the real folder; a config without them here is
-    a model whose code is not on this machine."""
-    auto_map = config.get("auto_map")
-    if not isinstance(auto_map, dict) or not auto_map:
+    """The remote-code files a config's `auto_map` needs: from the real folder, else from the repository's vendored
+    code that holds them all (the recipe's `third_party/`, say); a config whose code is on neither is a model whose
+    code is not on this machine."""
+    files = names.code_modules(config)
+    if not files:
         return []
-    refs = [str(v[0] if isinstance(v, (list, tuple)) else v) for v in auto_map.values() if v]
-    if any("--" in ref for ref in refs):  # code in another hub repository: not read offline
+    if any("--" in f for f in files):  # code in another hub repository: not read offline
         raise ModelConfigMissing(
-            f"{name}: its config's code lives in another repository ({refs[0]}), which is not on this machine"
+            f"{name}: its config's code lives in another repository ({files[0]}), which is not on this machine"
         )
-    files = sorted({ref.split(".")[0] + ".py" for ref in refs})
-    folder = Path(code_dir) if code_dir else None
-    missing = [f for f in files if folder is None or not (folder / f).is_file()]
-    if missing:
+    folder = names.code_folder(files, [*([code_dir] if code_dir else []), *names.vendored_folders(STATE["spec"])])
+    if folder is None:
         raise ModelConfigMissing(
-            f"{name}: its config names remote code ({', '.join(missing)}, model_type "
-            f"{config.get('model_type')!r}) that is not on this machine; put the checkpoint folder's *.py files "
-            "beside the config.json you supply"
+            f"{name}: its config names remote code ({', '.join(files)}, model_type {config.get('model_type')!r}) "
+            "that is not on this machine (not beside its config, not vendored in the repository); put the "
+            "checkpoint folder's *.py files beside the config.json you supply"
         )
-    assert folder is not None
-    return [folder / f for f in folder.glob("*.py")]
+    return [p for p in folder.glob("*.py") if p.name != "__init__.py"]
 
 
 def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -104,7 +103,7 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
     done = base / "stand-in.json"
     if done.is_file():
         made = json.loads(done.read_text(encoding="utf-8"))
-        return {"dir": str(base), "name": name, **{k: made.get(k) for k in ("source", "shrunk", "model_type")}}
+        return {"dir": str(base), "name": name, **{k: made.get(k) for k in KEPT}}
     tmp = base.with_name(f"{base.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -119,6 +118,9 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
             shutil.copy2(path, tmp / path.name)
         (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         info.update(source=found["source"], shrunk=changed, model_type=config.get("model_type"), real=found["config"])
+        for key in ("depth_unknown", "depth_set", "notes"):
+            if found.get(key):
+                info[key] = found[key]
     with suspended():
         tokenizer = assets.write_tokenizer(tmp)
         vision = (found or {}).get("config", {}).get("vision_config")
@@ -143,7 +145,7 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
         tmp.rename(base)
     except OSError:  # another rank made it first: the same bytes
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"dir": str(base), "name": name, **{k: info.get(k) for k in ("source", "shrunk", "model_type")}}
+    return {"dir": str(base), "name": name, **{k: info.get(k) for k in KEPT}}
 
 
 def weights(made: dict[str, Any], cls: Any) -> None:
@@ -169,10 +171,17 @@ def weights(made: dict[str, Any], cls: Any) -> None:
             try:
                 config = _config_of(cls, folder)
             except (ValueError, KeyError, OSError) as exc:
-                raise ModelConfigMissing(
-                    f"{made.get('name') or folder.name}: transformers here cannot build a model of its config "
-                    f"(model_type {made.get('model_type')!r}): {str(exc).splitlines()[0][:160] if str(exc) else exc}"
+                raise StandInRefused(
+                    f"{made.get('name') or folder.name}: the recipe's call {cls.__name__}.from_pretrained cannot build "
+                    f"the stand-in's config (model_type {made.get('model_type')!r}, {made.get('source')}): "
+                    f"{short_error(exc)}; supply the real config with --model-config {made.get('name')}=PATH"
                 ) from exc
+            if not _builds(cls, config):
+                raise StandInRefused(
+                    f"{made.get('name') or folder.name}: the recipe's call {cls.__name__}.from_pretrained cannot build "
+                    f"the stand-in's {type(config).__name__} ({made.get('source')}); supply the real config with "
+                    f"--model-config {made.get('name')}=PATH"
+                )
             try:
                 model = _build(cls, config)
             except ModelConfigMissing:
@@ -204,6 +213,19 @@ def _config_of(cls: Any, folder: Path) -> Any:
     if own is not None and not cls.__name__.startswith("Auto"):
         return own.from_pretrained(str(folder))
     return transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+
+
+def _builds(cls: Any, config: Any) -> bool:
+    """Whether the call's class builds this config: an Auto class by its mapping or the config's `auto_map`."""
+    if not cls.__name__.startswith("AutoModel"):
+        return True
+    auto_map = getattr(config, "auto_map", None) or {}
+    if cls.__name__ in auto_map:
+        return True
+    try:
+        return type(config) in cls._model_mapping
+    except Exception:  # noqa: BLE001 - a mapping that cannot say: the build itself will
+        return True
 
 
 def _build(cls: Any, config: Any) -> Any:

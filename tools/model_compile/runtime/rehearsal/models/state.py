@@ -12,7 +12,19 @@ from model_compile.runtime.rehearsal.record import NotHere
 
 
 class ModelConfigMissing(NotHere):
-    """A model the recipe loads by a name whose config is not on this machine."""
+    """A model the recipe loads by a name whose config is not on this machine, and that the rehearsal cannot
+    stand in for: the stand-in's config is missing (supplied with --model-config)."""
+
+    fault = "stand-in"
+    part = "config"
+
+
+class StandInRefused(NotHere):
+    """The recipe's own call could not load the stand-in the rehearsal made for it (its class, config or files do
+    not fit what the call accepts): the stand-in's failure, never the recipe's."""
+
+    fault = "stand-in"
+    part = "model"
 
 
 STATE: dict[str, Any] = {
@@ -33,9 +45,10 @@ def out_dir() -> str:
 
 
 class TinyModelRefused(NotHere):
-    """A model whose own code refuses every tiny width the rehearsal tries: not run, the tool's limit."""
+    """A model whose own code refuses every tiny width the rehearsal tries: not run, the stand-in's limit."""
 
-    fault = "tool"
+    fault = "stand-in"
+    part = "model"
 
 
 class suspended:  # noqa: N801 - a context manager used like a function
