@@ -172,6 +172,7 @@ def execute(
         from model_compile.hard.rehearsal import controls
 
         facts = controls.without_instruments(facts, used, interp, env, used_dir, options.timeout_s)
+        _whole_environment(facts, interp, recipe_root, repo_root, env)
         rehearsal.write_summary(facts, used_dir)
     if facts.fixes:
         from model_compile.hard.rehearsal import trials
@@ -182,6 +183,22 @@ def execute(
         with_base(facts, recipe_root, repo_root, interp, env, environment, out_dir, options, flag)
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
+
+
+def _whole_environment(
+    facts: RehearsalFacts, interp: interpreter.Interpreter, recipe_root: Path, repo_root: Path, env: dict[str, str]
+) -> None:
+    """A run stopped on a package the interpreter lacks: every module the run needs that it lacks, in one line,
+    each with what the repository's pins say, and the one command that supplies them (not one module a run)."""
+    att = facts.attribution[0] if facts.attribution else None
+    if att is None or att.owner != "environment" or att.part != "a package":
+        return
+    pre = preflight.run(interp, recipe_root, repo_root, env)
+    line = pre.missing_line()
+    if line:
+        att.evidence.append(f"every module the run needs that {interp.path} lacks: {line}")
+        att.supply = pre.fixes()
+        facts.reason = f"{facts.reason}; everything missing: {line}; fix: {att.supply}"
 
 
 def changed_lines(repo_root: Path, rev: str) -> dict[str, list[int]]:

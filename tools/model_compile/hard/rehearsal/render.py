@@ -246,9 +246,27 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     return out
 
 
+def attribution_lines(facts: RehearsalFacts, limit: int = 4) -> list[str]:
+    """Whose each failure is, with its evidence, control, what is not ruled out and what supplies it."""
+    out = []
+    for att in facts.attribution[:limit]:
+        part = f" ({att.part})" if att.part else ""
+        out.append(f"whose: {att.owner}{part} - {shorten('; '.join(att.evidence[:2]), 400)}")
+        if att.control:
+            out.append(f"  control: {shorten(att.control, 300)}")
+        if att.ruled_out:
+            out.append(f"  ruled out: {shorten('; '.join(att.ruled_out), 300)}")
+        if att.not_ruled_out:
+            out.append(f"  not ruled out: {shorten('; '.join(att.not_ruled_out), 300)}")
+        if att.supply:
+            out.append(f"  supply: {shorten(att.supply, 300)}")
+    return out
+
+
 def text(facts: RehearsalFacts, command: str) -> str:
     reason = readable_guard(facts.reason) if facts.reason else ""
     lines = [f"rehearsal: {facts.status}" + (f" - {reason}" if reason else "") + f"  [{facts.label}]"]
+    lines += attribution_lines(facts)
     if facts.stage:
         lines.append(f"stage: {facts.stage} ({facts.stage_reason})")
     if facts.model_source:

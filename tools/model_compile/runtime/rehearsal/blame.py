@@ -56,9 +56,10 @@ def distribution(package: str) -> dict[str, Any]:
     from importlib import metadata
 
     try:
-        names = metadata.packages_distributions().get(package) or []
+        names = list(metadata.packages_distributions().get(package) or [])
     except Exception:  # noqa: BLE001 - an environment whose metadata cannot be read says nothing here
         names = []
+    names += [package, package.replace("_", "-")]  # an editable install lists no packages: its own name
     for name in names:
         try:
             dist = metadata.distribution(name)

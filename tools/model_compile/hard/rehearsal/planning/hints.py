@@ -18,19 +18,18 @@ an inner separator or two capitals: `Qwen3-VL`, `ViT`, never `git`). The reposit
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from model_compile.runtime.rehearsal.models import names
 from model_compile.runtime.rehearsal.models.names import model_words
 
 TRANSFORMERS_MODEL = re.compile(r"transformers\.models\.([A-Za-z0-9_]+)")
 README_LINES = 40  # a README's head: its title and first paragraphs, before a section could compare models
-MAX_VENDORED = 20
-SKIPPED = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "outputs"})
+SKIPPED = names.SKIPPED
 PLACES = ("the recipe's other stages", "the recipe's README", "the recipe's own code")
 
 
@@ -113,14 +112,4 @@ def recipe_hints(recipe_root: Path, key: str, stage_files: dict[str, Path], stag
     return _stages(key, stage_files, stage) + _readme(recipe_root) + _code(recipe_root)
 
 
-def vendored_configs(recipe_root: Path, repo_root: Path) -> list[str]:
-    """The repository's vendored config modules (`configuration_*.py`): the recipe's own first, then the rest of
-    the repository's (its environments and outputs left out); at most MAX_VENDORED."""
-    found = [p for p in _own_files(recipe_root) if p.name.startswith("configuration_")]
-    if not found:
-        for folder, dirs, files in os.walk(repo_root):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED and not d.startswith("."))
-            found += [Path(folder) / f for f in sorted(files) if f.startswith("configuration_") and f.endswith(".py")]
-            if len(found) >= MAX_VENDORED:
-                break
-    return [str(p) for p in found[:MAX_VENDORED]]
+vendored_configs = names.vendored_configs

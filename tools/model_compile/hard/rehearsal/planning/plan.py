@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from model_compile.hard.env.preflight import import_name
+from model_compile.hard.env.imports import import_name
 from model_compile.hard.rehearsal.planning import hints, source
 from model_compile.hard.rehearsal.planning import overrides as cli_overrides
 from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data

@@ -131,3 +131,25 @@ def code_folder(files: list[str], folders: list[str | Path]) -> Path | None:
 
 def vendored_folders(spec: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(str(Path(f).parent) for f in spec.get("vendored_configs") or []))
+
+
+MAX_VENDORED = 20
+SKIPPED = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "outputs"})
+
+
+def vendored_configs(recipe_root: Path, repo_root: Path) -> list[str]:
+    """The repository's vendored config modules (`configuration_*.py`, remote code kept in the repository): the
+    recipe's own first (its tests left out), else the rest of the repository's (its environments and outputs left
+    out); at most MAX_VENDORED."""
+    found = []
+    for path in sorted(recipe_root.rglob("configuration_*.py")):
+        rel = path.relative_to(recipe_root)
+        if rel.parts[0] not in ("tests", "test") and not any(p.startswith(".") or p in SKIPPED for p in rel.parts):
+            found.append(path)
+    if not found:
+        for folder, dirs, files in os.walk(repo_root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED and not d.startswith("."))
+            found += [Path(folder) / f for f in sorted(files) if f.startswith("configuration_") and f.endswith(".py")]
+            if len(found) >= MAX_VENDORED:
+                break
+    return [str(p) for p in found[:MAX_VENDORED]]
