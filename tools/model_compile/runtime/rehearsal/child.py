@@ -190,7 +190,10 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     from model_compile.runtime.rehearsal.models import intercept
 
-    intercept.install(spec)  # before the recipe's modules import: every model it builds is seen
+    stand_in_dtype = None
+    if twin == "reference":
+        stand_in_dtype = "float64" if spec["precision"].get("reference_dtype") == "float64" else "float32"
+    intercept.install(spec, stand_in_dtype)  # before the recipe's modules import: every model it builds is seen
     seen = _data(spec, record)
     if twin == "reference":
         _full_precision_wrap()

@@ -59,7 +59,7 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
         )
         facts.depth_known = True
         facts.shrunk = shrunk
-    elif plan.model.resolved_at_call:
+    elif getattr(plan.model, "resolved_at_call", False):
         _resolved(facts, plan, main, shrunk)
     elif not ckpt:
         facts.model_source = f"{plan.model.source}; {main.get('source') or 'built by the recipe itself'}"
@@ -104,7 +104,8 @@ def _resolved(facts: RehearsalFacts, plan: Plan, main: dict[str, Any], shrunk: l
     facts.shrunk = shrunk
     if load is None:
         facts.model_source = (
-            f"built by the recipe itself ({main.get('source') or 'its own code'}), at the depth its config sets"
+            f"built by the recipe itself ({main.get('source') or 'its own code'}), at the depth its config sets; it "
+            f"never loaded the stage's pretrained path {wanted!r}"
         )
         facts.depth_known = True
         return

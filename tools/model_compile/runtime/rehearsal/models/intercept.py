@@ -226,6 +226,9 @@ def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
             if added:
                 made.setdefault("notes", []).append(f"{cls.__name__} builds {added}")
         stand_in.weights(made, cls)
+        if STATE.get("wide") and not made["dir"].endswith(f"-{STATE['wide']}"):
+            made = stand_in.widened(made, STATE["wide"])  # the reference twin computes wider
+            STATE["stand_ins"][name] = made
     load = {"class": cls.__name__, "kind": kind, "name": name, "to": made["dir"], "source": made["source"]}
     if made.get("depth_unknown"):  # resolved at this call: its depth is the policy's, and what was said of it
         load.update(depth_unknown=True, depth_set=made.get("depth_set") or [], notes=made.get("notes") or [])
@@ -301,14 +304,16 @@ def _subclasses(cls: type) -> list[type]:
     return out
 
 
-def install(spec: dict[str, Any]) -> None:
-    """Install every hook (once per process)."""
+def install(spec: dict[str, Any], wide: str | None = None) -> None:
+    """Install every hook (once per process). `wide`: the reference twin's dtype, which its stand-ins' weights
+    are read in (float32 for a recipe that trains in bf16/fp16, float64 for an fp32 one)."""
     if STATE["installed"]:
         return
     import torch
     import transformers
 
     STATE["spec"] = spec
+    STATE["wide"] = wide
     STATE["installed"] = True
     model = transformers.PreTrainedModel
     model.__init__ = _model_init(model.__init__)  # type: ignore[method-assign]

@@ -205,6 +205,36 @@ def weights(made: dict[str, Any], cls: Any) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def widened(made: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """The reference twin's copy of a stand-in: the same weights in `dtype` (float32 for a recipe that trains in
+    bf16/fp16, float64 for an fp32 one), its config saying so, as the rehearsal's own checkpoint has its
+    reference copy; made once (written aside, then renamed)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = Path(made["dir"])
+    dst = src.with_name(f"{src.name}-{dtype}")
+    if not (dst / "stand-in.json").is_file():
+        tmp = dst.with_name(f"{dst.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.safetensors"))
+        wide = getattr(torch, dtype)
+        for path in src.glob("*.safetensors"):
+            tensors = {k: v.to(wide) if v.is_floating_point() else v for k, v in load_file(str(path)).items()}
+            save_file(tensors, str(tmp / path.name), metadata={"format": "pt"})
+        config = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
+        for node in [config] + [v for k, v in config.items() if isinstance(v, dict) and k.endswith("config")]:
+            for key in ("torch_dtype", "dtype"):
+                if key in node or node is config:
+                    node[key] = dtype
+        (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        try:
+            tmp.rename(dst)
+        except OSError:  # another rank made it first: the same bytes
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {**made, "dir": str(dst)}
+
+
 def _config_of(cls: Any, folder: Path) -> Any:
     """The stand-in's config as `cls` reads it: a concrete class (recipe-local too) knows its config class."""
     import transformers

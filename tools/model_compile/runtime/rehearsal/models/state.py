@@ -37,6 +37,7 @@ STATE: dict[str, Any] = {
     "depth_load": 0,  # from_pretrained calls in progress (the loads inside one are not listed again)
     "stand_ins": {},  # name -> {"dir", "source"}
     "installed": False,
+    "wide": None,  # the reference twin: the dtype its stand-ins' weights are read in
 }
 
 
