@@ -147,7 +147,8 @@ def execute(
     try:
         planned = plan_for(recipe, recipe_root, repo_root, out_dir, options, environment.cpu_only)
     except NotPlanned as exc:
-        return rehearsal.not_run(str(exc), label), base_cmd
+        part = exc.part or ("not wired for compile" if "does not compile" in str(exc) else "its files")
+        return rehearsal.not_run(str(exc), label, exc.owner, part), base_cmd
     extra = extra_flags(options)
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
     if options.base:
@@ -400,7 +401,9 @@ def standalone(
     pre = preflight.run(interp, recipe_root, repo_root, env)
     environment = pre.environment
     if not pre.ok:
-        facts = rehearsal.not_run(f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment))
+        facts = rehearsal.not_run(
+            f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment), "environment", "a package", pre.fixes()
+        )
         return facts, environment, f"model-compile rehearse {recipe_root}"
     probed = child_env_with_probe(env, pre.model_compile_file, out_dir)
     facts, cmd = execute(

@@ -21,7 +21,7 @@ from model_compile.hard.env import proc
 from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.env.memwatch import MemoryWatch
-from model_compile.hard.models import LayerResult, RehearsalFacts
+from model_compile.hard.models import Attribution, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal.planning.plan import Plan
 from model_compile.hard.rehearsal.reading import attribution, judge
 from model_compile.hard.rehearsal.seen import faults as seen_faults
@@ -231,8 +231,18 @@ def write_summary(facts: RehearsalFacts, out_dir: Path) -> None:
         pass
 
 
-def not_run(reason: str, label: str) -> RehearsalFacts:
-    return RehearsalFacts(status="not-run", reason=reason, label=label, limits=LIMITS)
+def not_run(
+    reason: str, label: str, owner: str | None = None, part: str = "", supply: str | None = None
+) -> RehearsalFacts:
+    """A rehearsal that did not start; `owner`: whose the reason is (a recipe not wired for compile, the
+    environment's missing modules, a stand-in's unreadable config)."""
+    facts = RehearsalFacts(status="not-run", reason=reason, label=label, limits=LIMITS)
+    if owner:
+        facts.fault = owner
+        facts.attribution = [
+            Attribution(failure=reason, owner=owner, part=part, evidence=[reason], supply=supply)  # type: ignore[arg-type]
+        ]
+    return facts
 
 
 def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResult:

@@ -34,7 +34,12 @@ DEPTH_KEYS = shrinking.DEPTH_KEYS
 
 
 class NotPlanned(Exception):
-    """The rehearsal cannot run as asked; the message says why and what fixes it."""
+    """The rehearsal cannot run as asked; the message says why and what fixes it, `owner` whose it is (the recipe:
+    its files, its wiring; a stand-in: the config it would be made from)."""
+
+    def __init__(self, message: str, owner: str = "recipe", part: str = "") -> None:
+        super().__init__(message)
+        self.owner, self.part = owner, part
 
 
 @dataclass
@@ -62,9 +67,9 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise NotPlanned(f"{path} is not a readable config.json: {exc}") from exc
+        raise NotPlanned(f"{path} is not a readable config.json: {exc}", "stand-in", "config") from exc
     if not isinstance(data, dict) or not data.get("model_type"):
-        raise NotPlanned(f"{path} is not a model config.json (no model_type)")
+        raise NotPlanned(f"{path} is not a model config.json (no model_type)", "stand-in", "config")
     return data
 
 
@@ -102,7 +107,11 @@ def code_files(real: dict[str, Any], beside: Path | None, vendored: list[str]) -
     if not files:
         return []
     if any("--" in f for f in files):
-        raise NotPlanned(f"its config's code lives in another hub repository ({files[0]}), which is not read offline")
+        raise NotPlanned(
+            f"its config's code lives in another hub repository ({files[0]}), which is not read offline",
+            "stand-in",
+            "config",
+        )
     folders = [*([beside] if beside is not None else []), *dict.fromkeys(str(Path(v).parent) for v in vendored)]
     folder = names.code_folder(files, folders)
     if folder is None:
@@ -110,6 +119,8 @@ def code_files(real: dict[str, Any], beside: Path | None, vendored: list[str]) -
             f"its config names remote code ({', '.join(files)}, model_type {real.get('model_type')!r}) that is not on "
             "this machine, neither beside the config nor vendored in the repository: put the checkpoint folder's "
             "*.py files beside the config.json you supply"
+            "stand-in",
+            "config",
         )
     return [str(p) for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
 

@@ -74,7 +74,7 @@ def load_stage(path: Path) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
     except (OSError, yaml.YAMLError) as exc:
-        raise NotPlanned(f"{path.name} does not load: {exc}") from exc
+        raise NotPlanned(f"{path.name} does not load: {exc}", "recipe", "its stage file") from exc
     return data if isinstance(data, dict) else {}
 
 
