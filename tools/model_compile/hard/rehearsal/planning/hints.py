@@ -18,6 +18,7 @@ an inner separator or two capitals: `Qwen3-VL`, `ViT`, never `git`). The reposit
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,36 @@ def recipe_hints(recipe_root: Path, key: str, stage_files: dict[str, Path], stag
 
 
 vendored_configs = names.vendored_configs
+_NOT_MODELS = ("Tokenizer", "Processor", "Config", "FeatureExtractor")
+
+
+def _class_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def model_calls(recipe_root: Path) -> list[dict[str, Any]]:
+    """The recipe's own model loads, read statically (`AutoModelForCausalLM.from_pretrained(..., trust_remote_code=
+    True)`): {"class", "trust_remote_code", "where"}. A tokenizer's or processor's load of a name the rehearsal
+    stands in for (it often comes first) resolves the model as these calls will."""
+    out = []
+    for path in _own_files(recipe_root):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr != "from_pretrained":
+                continue
+            cls = _class_name(node.func.value)
+            model = cls.startswith("AutoModel") or "For" in cls or cls.endswith("Model")
+            if not model or any(word in cls for word in _NOT_MODELS):
+                continue
+            trust = any(
+                k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords
+            )
+            where = f"{path.relative_to(recipe_root).as_posix()}:{node.lineno}"
+            out.append({"class": cls, "trust_remote_code": trust, "where": where})
+    return out

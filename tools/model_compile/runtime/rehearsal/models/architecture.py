@@ -47,20 +47,41 @@ def registry() -> dict[str, str]:
     return dict(CONFIG_MAPPING_NAMES)
 
 
-def _named(name: str, hints: list[dict[str, str]], types: dict[str, str]) -> tuple[list[str], str]:
-    """(model types, where they were read): the name first, then the recipe's places in order."""
-    found = names.types_named(name, types)
-    if found:
-        return found, f"its name {name!r}"
-    by_place: dict[str, list[tuple[str, str]]] = {}
+def _places(name: str, hints: list[dict[str, str]]) -> list[tuple[str, list[str]]]:
+    """(where, texts) in the order they decide: the name itself, then each of the recipe's places."""
+    out: list[tuple[str, list[str]]] = [(f"its name {name!r}", [name])]
+    by_place: dict[str, list[dict[str, str]]] = {}
     for hint in hints:
-        for model_type in names.types_named(hint.get("text", ""), types):
-            by_place.setdefault(hint.get("place", ""), []).append((model_type, hint.get("where", "")))
+        by_place.setdefault(hint.get("place", ""), []).append(hint)
     for place, seen in by_place.items():
-        kinds = list(dict.fromkeys(t for t, _ in seen))
-        wheres = list(dict.fromkeys(w for t, w in seen if t == kinds[0]))
-        return kinds, f"{place} ({'; '.join(wheres[:2])})"
-    return [], ""
+        out.append((place, [h.get("text", "") for h in seen]))
+    return out
+
+
+def _named(
+    name: str, hints: list[dict[str, str]], types: dict[str, Any], vendored_types: dict[str, Any] | None = None
+) -> tuple[list[str], list[str], str]:
+    """(registry types, vendored types, where): the first place that names any, the name first. A vendored
+    type is matched only where the call trusts remote code (`vendored_types` given)."""
+    by_place: dict[str, list[dict[str, str]]] = {}
+    for hint in hints:
+        by_place.setdefault(hint.get("place", ""), []).append(hint)
+    for place, texts in _places(name, hints):
+        found_r: list[str] = []
+        found_v: list[str] = []
+        wheres: list[str] = []
+        for i, text in enumerate(texts):
+            r = names.types_named(text, types)
+            v = names.types_named(text, vendored_types or {})
+            if r or v:
+                found_r += r
+                found_v += v
+                if place in by_place:
+                    wheres.append(by_place[place][i].get("where", ""))
+        if found_r or found_v:
+            where = place if place.startswith("its name") else f"{place} ({'; '.join(dict.fromkeys(wheres[:2]))})"
+            return list(dict.fromkeys(found_r)), list(dict.fromkeys(found_v)), where
+    return [], [], ""
 
 
 def _accepts(cls: Any, model_type: str) -> bool | None:
@@ -115,7 +136,7 @@ def _remote(name: str, hints: list[dict[str, str]], spec: dict[str, Any]) -> tup
     if not configs:
         return None, "the repository vendors no configuration_*.py"
     types = {c["model_type"]: c["class"] for c in configs}
-    named, where = _named(name, hints, types)
+    _, named, where = _named(name, hints, {}, types)
     if named:
         chosen = next(c for c in configs if c["model_type"] == named[0])
         return chosen, f"{where} names its vendored {chosen['class']} (model_type {chosen['model_type']!r})"
@@ -241,13 +262,22 @@ def resolve(cls: Any, name: str, kwargs: dict[str, Any], spec: dict[str, Any]) -
     (`code_dir`: the vendored folder whose files the stand-in holds, for remote code)."""
     repo = spec.get("repo_root")
     hints = names.lookup(spec.get("model_hints") or {}, name, repo) or []
-    types = registry()
-    named, where = _named(name, hints, types)
+    remote_ok = bool(kwargs.get("trust_remote_code"))
+    vendored_types = {c["model_type"]: c for c in vendored(spec)} if remote_ok else None
+    named, named_vendored, where = _named(name, hints, registry(), vendored_types)
     notes: list[str] = []
+    if named_vendored:  # the call trusts remote code and the repository vendors the type named: that is the call's
+        return _remote_config(
+            cls,
+            vendored_types[named_vendored[0]],
+            f"{where} names its vendored "  # type: ignore[index]
+            f"{vendored_types[named_vendored[0]]['class']} (model_type {named_vendored[0]!r})",
+            notes,
+            spec,
+        )  # type: ignore[index]
     if len(named) > 1:
         notes.append(f"{where} names {', '.join(named)}: the first, {named[0]}, is taken")
     model_type = named[0] if named else None
-    remote_ok = bool(kwargs.get("trust_remote_code"))
     own = getattr(cls, "config_class", None) if not cls.__name__.startswith("Auto") else None
     if own is not None and getattr(own, "model_type", None):
         if model_type and model_type != own.model_type:
@@ -333,6 +363,19 @@ def _remote_config(
         "depth_set": said,
         "notes": notes,
     }
+
+
+def model_call(spec: dict[str, Any], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(class, kwargs) a config's, tokenizer's or processor's load of a name resolves the model with: the recipe's
+    own model load as the plan read it (the first whose class this transformers has; a processor is often loaded
+    first), else AutoConfig with the call's own kwargs."""
+    import transformers
+
+    for call in spec.get("model_calls") or []:
+        cls = getattr(transformers, str(call.get("class")), None)
+        if isinstance(cls, type):
+            return cls, {**kwargs, "trust_remote_code": bool(call.get("trust_remote_code"))}
+    return transformers.AutoConfig, kwargs
 
 
 def add_model_class(cls: Any, folder: Path) -> str | None:

@@ -191,12 +191,6 @@ def _missing(cls: Any, name: str) -> ModelConfigMissing:
     )
 
 
-def _auto_config() -> Any:
-    import transformers
-
-    return transformers.AutoConfig
-
-
 def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
     """The folder a `from_pretrained(name)` reads instead (a stand-in), or None to read `name` itself."""
     kind = _kind(cls)
@@ -213,7 +207,8 @@ def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
         if found is None and (kind in ("model", "config") or not stand_in.on_machine(name, repo)):
             # nothing of it here: the architecture the recipe's call resolves (a tokenizer's or processor's
             # call resolves the model its name names)
-            found = architecture.resolve(cls if kind in ("model", "config") else _auto_config(), name, kwargs, spec)
+            call, call_kwargs = (cls, kwargs) if kind == "model" else architecture.model_call(spec, kwargs)
+            found = architecture.resolve(call, name, call_kwargs, spec)
         elif found is None:
             return None  # a tokenizer or processor that is on this machine: the recipe's own
         made = stand_in.make(name, found, kind)
