@@ -212,6 +212,9 @@ class RehearsalFacts(BaseModel):
     block_parts: dict[str, list[str]] = Field(
         default_factory=dict, exclude=True, description="each repeated-block group: its parts carrying its work"
     )
+    data_failure_raised: dict[str, Any] = Field(
+        default_factory=dict, exclude=True, description="what raised in the recipe's data path, as the child read it"
+    )
     batch_keys: list[str] = Field(
         default_factory=list, exclude=True, description="the keys of the batches the compiled twin was fed"
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -232,7 +232,6 @@ def with_base(
     flag: str | None,
 ) -> None:
     """The same rehearsal of `options.base` (cached by its tree) beside the head's, each measure marked."""
-    from dataclasses import replace
 
     from model_compile.analyze import analyze_path
     from model_compile.hard.env.worktree import Worktree, resolve, toplevel
@@ -278,6 +277,7 @@ def with_base(
                     "worktree, for the comparison (cached by its tree after, so a rerun skips it)"
                 )
                 _share_compile_cache(out_dir, out_dir / "base")
+                kept, dropped = _base_overrides(found, recipe_b, tree_dir / rel_repo, options)
                 base_facts, _ = execute(
                     found,
                     recipe_b,
@@ -286,13 +286,36 @@ def with_base(
                     env,
                     environment,
                     out_dir / "base",
-                    replace(options, base=None),
+                    replace(options, base=None, config_overrides=kept),
                     flag,
                 )
+                if dropped:
+                    base_facts.notes.insert(
+                        0,
+                        f"--config-override {', '.join(dropped)}: not a key of the base's stage config, so the base "
+                        "runs without it (as it runs by default)",
+                    )
         base.save(key, base_facts)
     facts.base, facts.base_rev = base_facts, rev
     facts.versus_base = base.versus(facts, base_facts, rev)
     base.apply(facts, base_facts, rev)
+
+
+def _base_overrides(
+    recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options
+) -> tuple[list[str], list[str]]:
+    """(the --config-override items the base's stage knows, those it does not): a key the change adds is not the
+    base's, and the base runs without it rather than fail on an input of the head's."""
+    from model_compile.errors import InputError
+
+    kept, dropped = [], []
+    for item in options.config_overrides:
+        try:
+            check_overrides(recipe, recipe_root, repo_root, replace(options, config_overrides=[item]))
+            kept.append(item)
+        except InputError:
+            dropped.append(item)
+    return kept, dropped
 
 
 def _share_compile_cache(head: Path, base: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -88,11 +89,13 @@ STALE = ("record-*.json", "tensors-*.pt", "init-*.pt", "trace/dedicated_log_torc
 
 
 def clear_stale(out_dir: Path) -> None:
-    """A reused --out: an earlier run's records, tensors and trace go, so only this run's are read."""
+    """A reused --out: an earlier run's records, tensors, trace and stand-ins go, so only this run's are read (a
+    stand-in made by another run, or another version of the tool, is not this run's)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for pattern in STALE:
         for stale in out_dir.glob(pattern):
             stale.unlink()
+    shutil.rmtree(out_dir / "models", ignore_errors=True)
 
 
 def run(

@@ -28,7 +28,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal.config import LOW, precision_plan, read_precision, twin_overrides
+from model_compile.runtime.rehearsal.config import (
+    LOW,
+    full_precision_wrap,
+    precision_plan,
+    read_precision,
+    twin_overrides,
+)
 from model_compile.runtime.rehearsal.record import (
     Record,
     Stop,
@@ -53,24 +59,6 @@ def _process_group(world: int, one_rank: bool = False) -> None:
         import datetime
 
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
-
-
-def _full_precision_wrap() -> None:
-    """The reference twin only: FSDP2's mixed-precision policy dropped, so the reference computes in fp32."""
-    try:
-        import torch.distributed.fsdp as fsdp
-    except ImportError:
-        return
-    original = fsdp.fully_shard
-
-    def fully_shard(*args: Any, **kwargs: Any) -> Any:
-        kwargs.pop("mp_policy", None)
-        return original(*args, **kwargs)
-
-    for name in ("__wrapped__", "state"):
-        if hasattr(original, name):
-            setattr(fully_shard, name, getattr(original, name))
-    fsdp.fully_shard = fully_shard
 
 
 def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
@@ -196,7 +184,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     intercept.install(spec, stand_in_dtype)  # before the recipe's modules import: every model it builds is seen
     seen = _data(spec, record)
     if twin == "reference":
-        _full_precision_wrap()
+        full_precision_wrap()
     with guarded("engine", "not-run", "the process group could not be started"):
         _process_group(world)
     wanted = _changed_lines(spec) if twin in ("eager", "compiled") else {}

@@ -126,7 +126,7 @@ class Stop(Exception):
         try:
             self.frames = raised_in(exc, _REPO_ROOT[0] if _REPO_ROOT else None)
             missing = not_here(exc)
-            if missing is not None and getattr(missing, "part", ""):
+            if missing is not None and missing.part:
                 self.frames["part"] = missing.part  # which stand-in: its model or its config
         except Exception:  # noqa: BLE001, S110 - the evidence is missing, the stop is not
             pass

@@ -112,7 +112,8 @@ def code_files(real: dict[str, Any], beside: Path | None, vendored: list[str]) -
             "stand-in",
             "config",
         )
-    folders = [*([beside] if beside is not None else []), *dict.fromkeys(str(Path(v).parent) for v in vendored)]
+    folders: list[str | Path] = [*([beside] if beside is not None else [])]
+    folders += list(dict.fromkeys(str(Path(v).parent) for v in vendored))
     folder = names.code_folder(files, folders)
     if folder is None:
         raise NotPlanned(

@@ -131,23 +131,13 @@ def _of_stop(
         att.evidence = [reason, *said]
         att.supply = _supply(reason)
         return att
-    library = frames.get("import_from") or frames.get("library") or {}
-    own_error = str(frames.get("exception_module") or "").split(".")[0] == library.get("package")
-    if library and _sibling(library) and (frames.get("import_from") or own_error):
-        att.owner, att.part = "environment", f"{library.get('name') or library.get('package')} at another revision"
-        engine = _git_head(str(repo))
-        both = f"{_revision(library)}; the repository at {engine or '(not a git checkout)'}"
-        what = (
-            f"the repository imports {library.get('module')} of a revision that lacks what it asks for"
-            if frames.get("import_from")
-            else f"{library.get('package')} raised its own {frames.get('exception')} inside its code"
-        )
-        att.evidence = [f"{what}: {both}", *said]
-        att.not_ruled_out = [f"the recipe's own use of {library.get('package')} ({frames.get('repo') or 'its code'})"]
-        att.supply = (
-            f"install the {library.get('name') or library.get('package')} revision this engine is written against"
-        )
-        return att
+    found = library_fault(frames, repo, att.failure)
+    if found is not None:
+        found.evidence += said
+        return found
+    phase = str(rec.get("stopped_at") or "")
+    if phase in ("config", "engine"):
+        return _harness(att, rec, phase, said)
     feed = rec.get("feed") or {}
     if twin == "prepare":
         att.owner, att.part = "stand-in", "model"
@@ -181,6 +171,53 @@ def _of_stop(
     return att
 
 
+def library_fault(frames: dict[str, Any], repo: Path, failure: str) -> Attribution | None:
+    """A sibling library (installed from a folder or a repository, not a registry release) at a revision the
+    engine does not fit: the repository imports a name it lacks, or it raised its own error inside its code. The
+    environment's, with both revisions; None when the frames do not say so."""
+    library = frames.get("import_from") or frames.get("library") or {}
+    own_error = str(frames.get("exception_module") or "").split(".")[0] == library.get("package")
+    if not (library and _sibling(library) and (frames.get("import_from") or own_error)):
+        return None
+    name = library.get("name") or library.get("package")
+    engine = _git_head(str(repo))
+    both = f"{_revision(library)}; the repository at {engine or '(not a git checkout)'}"
+    what = (
+        f"the repository imports {library.get('module')} of a revision that lacks what it asks for"
+        if frames.get("import_from")
+        else f"{library.get('package')} raised its own {frames.get('exception')} inside its code"
+    )
+    return Attribution(
+        failure=failure,
+        owner="environment",
+        part=f"{name} at another revision",
+        evidence=[f"{what}: {both}"],
+        not_ruled_out=[f"the recipe's own use of {library.get('package')} ({frames.get('repo') or 'its code'})"],
+        supply=f"install the {name} revision this engine is written against (installed: {_revision(library)})",
+    )
+
+
+def _harness(att: Attribution, rec: dict[str, Any], phase: str, said: list[str]) -> Attribution:
+    """The stage config or the engine, as the rehearsal builds them outside the recipe's tests: an override it
+    ran with that the error names is the tool's (its own, or the user's it passed on); else the recipe's config
+    or engine, the harness not ruled out."""
+    phases = rec.get("phases") or {}
+    detail = str((phases.get(phase) or {}).get("detail") or "")
+    overrides = [str(o) for o in (phases.get("config") or {}).get("overrides") or []]
+    named = [o for o in overrides if o.split("=", 1)[0] and o.split("=", 1)[0] in detail]
+    if named:
+        att.owner, att.part = "tool", "the overrides it ran the stage with"
+        att.evidence = [f"the error names what the rehearsal set: {', '.join(named[:3])}", *said]
+        att.supply = "drop or change the --config-override it names (or report the rehearsal's own override)"
+        return att
+    att.part = "its stage config or engine, built outside its tests"
+    att.evidence.insert(
+        0, f"the recipe's {'config' if phase == 'config' else 'engine'} raised while the rehearsal built it"
+    )
+    att.not_ruled_out = ["the rehearsal's harness (one process per rank over gloo, its overrides)"]
+    return att
+
+
 def _judged(facts: RehearsalFacts) -> list[Attribution]:
     out = []
     for problem in facts.problems or ([facts.reason] if facts.reason else []):
@@ -209,7 +246,7 @@ def attribute(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], repo
     found = _stop(recs)
     if found is None:
         if facts.status == "failed":
-            facts.attribution = _judged(facts)
+            facts.attribution = _judged(facts) + _data_path(facts, repo)
         elif facts.fault:  # a rank the machine ended, a twin that gave no result in time
             owner = "environment" if facts.fault in ("environment", "input") else facts.fault
             facts.attribution = [Attribution(failure=str(facts.reason), owner=owner, evidence=[str(facts.reason)])]  # type: ignore[arg-type]
@@ -220,12 +257,32 @@ def attribute(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], repo
         return
     twin, _, rec = found
     att = _of_stop(facts, twin, rec, recs, repo)
-    facts.attribution = [att]
+    facts.attribution = [att, *_data_path(facts, repo)]
     facts.fault = att.owner
     facts.status = _RUN_STATUS.get(att.owner, facts.status)  # type: ignore[assignment]
     _drift(facts, att, rec)
     if facts.reason and "[whose:" not in facts.reason:
         facts.reason = f"{facts.reason} [{whose(att)}]"
+
+
+def _data_path(facts: RehearsalFacts, repo: Path) -> list[Attribution]:
+    """The recipe's data path failed on the rehearsal's rows (synthetic batches stood in): whose that is."""
+    if not facts.data_failure:
+        return []
+    failure = f"the recipe's data path failed on the rehearsal's rows: {facts.data_failure}"
+    found = library_fault(facts.data_failure_raised, repo, failure)
+    if found is not None:
+        return [found]
+    return [
+        Attribution(
+            failure=failure,
+            owner="recipe",
+            part="its data path",
+            evidence=_frames_said(facts.data_failure_raised) or [str(facts.data_failure)],
+            not_ruled_out=["the rehearsal's synthetic rows (the real data is not here)"],
+            supply="the stage's data on this machine",
+        )
+    ]
 
 
 def _drift(facts: RehearsalFacts, att: Attribution, rec: dict[str, Any]) -> None:

@@ -43,6 +43,16 @@ def _has_images(batch: Any) -> bool:
     return isinstance(batch, dict) and visual(batch, False)
 
 
+def _raised_in(exc: BaseException) -> dict[str, Any]:
+    """What raised in the recipe's data path (for the parent: a sibling library's own error is the environment's)."""
+    from model_compile.runtime.rehearsal.blame import raised_in
+
+    try:
+        return raised_in(exc, os.getcwd())
+    except Exception:  # noqa: BLE001 - the evidence is missing, the fallback is not
+        return {}
+
+
 def _where(exc: BaseException) -> str:
     """`file:line` of the innermost frame outside installed packages (the recipe's or its engine's code)."""
     import traceback
@@ -126,6 +136,7 @@ class Feed:
             peeked = [next(iterator) for _ in range(PEEK)]
         except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
             failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            self.facts["raised_in"] = _raised_in(exc)
             if not self.data.get("stand_in") and not os.path.isfile(
                 os.path.join(self.data.get("model_dir") or "", "config.json")
             ):
@@ -163,6 +174,7 @@ class Feed:
         except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
             failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             self.facts["starved"] = "yielded no batch" in failure  # it dropped every row (the parent says why)
+            self.facts["raised_in"] = _raised_in(exc)
             return self._synthetic(
                 f"the recipe's data path failed on the rehearsal's synthetic rows ({failure}); the real run may fail "
                 "there too, with the real data and processor in this environment",

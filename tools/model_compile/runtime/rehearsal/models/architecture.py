@@ -118,8 +118,9 @@ def vendored(spec: dict[str, Any]) -> list[dict[str, str]]:
                     for target in stmt.targets:
                         if isinstance(target, ast.Name):
                             fields[target.id] = stmt.value
-            if isinstance(fields.get("sub_configs"), ast.Dict):
-                subs |= {ast.unparse(v) for v in fields["sub_configs"].values}  # type: ignore[union-attr]
+            sub_configs = fields.get("sub_configs")
+            if isinstance(sub_configs, ast.Dict):
+                subs |= {ast.unparse(v) for v in sub_configs.values}
             model_type = fields.get("model_type")
             if (
                 isinstance(model_type, ast.Constant)
@@ -266,15 +267,10 @@ def resolve(cls: Any, name: str, kwargs: dict[str, Any], spec: dict[str, Any]) -
     vendored_types = {c["model_type"]: c for c in vendored(spec)} if remote_ok else None
     named, named_vendored, where = _named(name, hints, registry(), vendored_types)
     notes: list[str] = []
-    if named_vendored:  # the call trusts remote code and the repository vendors the type named: that is the call's
-        return _remote_config(
-            cls,
-            vendored_types[named_vendored[0]],
-            f"{where} names its vendored "  # type: ignore[index]
-            f"{vendored_types[named_vendored[0]]['class']} (model_type {named_vendored[0]!r})",
-            notes,
-            spec,
-        )  # type: ignore[index]
+    if named_vendored and vendored_types is not None:  # the call trusts remote code, the repository vendors it
+        chosen = vendored_types[named_vendored[0]]
+        why = f"{where} names its vendored {chosen['class']} (model_type {named_vendored[0]!r})"
+        return _remote_config(cls, chosen, why, notes, spec)
     if len(named) > 1:
         notes.append(f"{where} names {', '.join(named)}: the first, {named[0]}, is taken")
     model_type = named[0] if named else None
@@ -310,13 +306,13 @@ def resolve(cls: Any, name: str, kwargs: dict[str, Any], spec: dict[str, Any]) -
             f"no architecture for {name!r}: neither its name nor the recipe (its other stages, README, code) names a "
             f"model type transformers {_version()} knows; supply its config.json with --model-config {name}=PATH"
         )
-    chosen, why = _remote(name, hints, spec)
-    if chosen is None:
+    remote, why = _remote(name, hints, spec)
+    if remote is None:
         raise ArchitectureUnknown(
             f"no architecture for {name!r}: the recipe's call trusts remote code but {why}; supply its config.json "
             f"(and code files) with --model-config {name}=PATH"
         )
-    return _remote_config(cls, chosen, why, notes, spec)
+    return _remote_config(cls, remote, why, notes, spec)
 
 
 def _version() -> str:
