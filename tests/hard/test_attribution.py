@@ -169,3 +169,55 @@ def test_a_head_that_fails_eager_where_the_base_trains_fails_new_with_the_change
     attribution.attribute(again, _stopped("eager", status="not-run", fault="recipe", raised_in=raised), tmp_path)
     base.apply(again, base_failed, "main")  # the base does not train either: not the change's
     assert again.status == "not-run" and again.fault == "recipe"
+
+
+def test_a_sibling_librarys_own_error_in_the_data_path_is_the_environments_not_a_data_path_fix(
+    tmp_path: Path,
+) -> None:
+    facts = _facts("passed", "")
+    facts.data_failure = (
+        "lib/core/stages/assemble.py:32: UnsupportedResume: stage kind='assemble' requires a stateful assembler"
+    )
+    facts.data_failure_raised = {
+        "exception": "UnsupportedResume",
+        "exception_module": "datalib.core.resume",
+        "innermost": {"where": "lib/core/stages/assemble.py:32 in f", "kind": "library", "package": "datalib"},
+        "repo": "engine/data.py:7 in build",
+        "library": {
+            "package": "datalib",
+            "name": "datalib",
+            "version": "0.2.1",
+            "source": str(tmp_path),
+            "editable": True,
+        },
+    }
+    facts.status = "failed"
+    facts.problems = ["recompile limit hit at optimizer step 2"]
+    attribution.attribute(facts, {"compiled": [{"status": "done"}]}, tmp_path)
+    data = facts.attribution[-1]
+    assert (data.owner, data.part) == ("environment", "datalib at another revision")
+    assert data.evidence[0].startswith("datalib raised its own UnsupportedResume inside its code: datalib 0.2.1")
+    assert data.not_ruled_out == ["the recipe's own use of datalib (engine/data.py:7 in build)"]
+
+
+def test_an_engine_that_fails_on_an_override_the_rehearsal_ran_with_is_the_tools(tmp_path: Path) -> None:
+    facts = _facts(
+        "not-run", "the recipe's engine could not be built outside its tests: ValidationError: 1 validation error"
+    )
+    rec = {
+        "status": "not-run",
+        "fault": "recipe",
+        "stopped_at": "engine",
+        "phases": {
+            "config": {"ok": True, "overrides": ["model.gradient_checkpointing.mode=nested", "loop.total_steps=8"]},
+            "engine": {"ok": False, "detail": "model.gradient_checkpointing.mode\n  Extra inputs are not permitted"},
+        },
+    }
+    attribution.attribute(facts, _stopped("reference", **rec), tmp_path)
+    (att,) = facts.attribution
+    assert (facts.status, att.owner, att.part) == ("tool-error", "tool", "the overrides it ran the stage with")
+    assert "model.gradient_checkpointing.mode=nested" in att.evidence[0]
+    rec["phases"]["engine"]["detail"] = "data.text_field\n  Field required"  # nothing it set: the recipe's config
+    facts = _facts("not-run", "the recipe's engine could not be built outside its tests: ValidationError")
+    attribution.attribute(facts, _stopped("reference", **rec), tmp_path)
+    assert facts.attribution[0].owner == "recipe" and facts.attribution[0].not_ruled_out

@@ -196,6 +196,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     # a failure its base has too
     out = [base_line(facts)] if facts.versus_base else []
     out += [f"FAILED: {readable_guard(p, 400)} {where}" for p in facts.problems]
+    out += [line.strip() for line in attribution_lines(facts, limit=2) if line.startswith("whose:")]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
     for fix in facts.fixes:
         out.append(fix_line(fix))

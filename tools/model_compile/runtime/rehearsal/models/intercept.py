@@ -238,7 +238,10 @@ def _repo_init(original: Any) -> Any:
         changed: list[str] = []
         if not STATE["suspended"]:  # every level: a config object of a nested module too (idempotent)
             for value in [*args, *kwargs.values()]:
-                done = shrink_object(value)
+                try:
+                    done = shrink_object(value)
+                except Exception as exc:  # noqa: BLE001 - a hook never fails the recipe's construction: said instead
+                    done = [f"{type(value).__name__} not shrunk (the hook could not read it: {short_error(exc)})"]
                 if done:
                     STATE["objects"].append({"object": type(value).__name__, "shrunk": done})
                 changed += done
