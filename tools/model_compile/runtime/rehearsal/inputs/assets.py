@@ -2,11 +2,11 @@
 processor, and synthetic rows.
 
 Runs once per rehearsal, in the `prepare` child, before the twins. The checkpoint's `config.json` comes whole
-from the static plan (the real config with only widths shrunk, or a family preset at a depth above the
-recompile limit); this module builds the model class that config names, random-initialised with a fixed seed,
+from the static plan (the real config with only widths shrunk; a remote-code config with its code files beside
+it); this module builds the model class that config names, random-initialised with a fixed seed,
 and saves it with `save_pretrained`, so the recipe's own loader (`from_pretrained`, `AutoConfig` +
 `from_config`) reads it as it would read the real one. The tokenizer is word-level over `vocab.py`'s layout,
-saved with `PreTrainedTokenizerFast.save_pretrained`; a VLM also gets its family's processor (image processor
+saved with `PreTrainedTokenizerFast.save_pretrained`; a VLM also gets its model type's processor (image processor
 at the real patch, merge and pixel bounds, the chat template).
 """
 
@@ -132,7 +132,8 @@ def write_tokenizer(out: Path) -> Any:
 
 
 def write_processor(out: Path, tokenizer: Any, spec: dict[str, Any]) -> str:
-    """The family's processor (image and video processors at the plan's geometry) saved beside the model."""
+    """The model type's processor from transformers' registry (image and video processors at the plan's geometry)
+    saved beside the model."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES

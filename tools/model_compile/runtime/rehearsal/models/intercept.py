@@ -7,7 +7,7 @@ Installed in each training child before the recipe's engine is imported (`instal
   rehearsal's own checkpoints pass as they are. Any other name is answered from a stand-in checkpoint
   (`stand_in.py`): its real config (`--model-config NAME=PATH`, a local folder's `config.json`, the local
   Hugging Face cache; never fetched), widths shrunk, random weights from a fixed seed, the rehearsal's
-  tokenizer (and the family's processor for a vision model). Real weights are never read. A model or config
+  tokenizer (and its model type's processor for a vision model). Real weights are never read. A model or config
   whose config is on none of those raises `ModelConfigMissing`: the rehearsal is not run, and the reason
   names the path and the option that supplies it.
 - every construction of a transformers model (`PreTrainedModel.__init__`: `Model(config)`, `from_config`,

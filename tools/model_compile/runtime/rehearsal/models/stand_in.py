@@ -4,7 +4,7 @@ The real config of `name` comes from, in order: `--model-config NAME=PATH` (the 
 config object the recipe passed with the call, a local folder's `config.json`, the local Hugging Face cache
 (read from disk, never fetched). The stand-in is written under the rehearsal's folder (`models/<name>`), once
 for every twin and rank (written aside, then renamed: ranks racing to write it write the same bytes): the
-config with its widths shrunk, the rehearsal's word-level tokenizer, the family's processor for a vision
+config with its widths shrunk, the rehearsal's word-level tokenizer, its model type's processor for a vision
 model, and, when a model is loaded from it, random weights from a fixed seed (the recipe's random state is
 left as it was). A remote-code model keeps its `auto_map` and the code files of its local folder; a supplied
 config whose code is not here is said so.
