@@ -447,7 +447,9 @@ def test_the_model_line_says_whether_the_recipe_built_the_planned_architecture(l
 
     plan = SimpleNamespace(
         spec={"checkpoint": {"dir": "/out/tiny-checkpoint"}},
-        model=SimpleNamespace(model_type="qwen3", source="qwen3 from a checkpoint's config.json", shrunk=["hidden_size 4096 -> 64"]),
+        model=SimpleNamespace(
+            model_type="qwen3", source="qwen3 from a checkpoint's config.json", shrunk=["hidden_size 4096 -> 64"]
+        ),
     )
     facts = RehearsalFacts(label="cpu-only", model_source="qwen3 from a checkpoint's config.json", depth_known=False)
     models.read(facts, plan, _models_phase(loads))  # type: ignore[arg-type]
