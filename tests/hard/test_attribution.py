@@ -221,3 +221,14 @@ def test_an_engine_that_fails_on_an_override_the_rehearsal_ran_with_is_the_tools
     facts = _facts("not-run", "the recipe's engine could not be built outside its tests: ValidationError")
     attribution.attribute(facts, _stopped("reference", **rec), tmp_path)
     assert facts.attribution[0].owner == "recipe" and facts.attribution[0].not_ruled_out
+
+
+def test_the_base_runs_without_an_override_key_only_the_change_has() -> None:
+    from model_compile.analyze import analyze_path
+    from model_compile.hard.rehearsal.command import Options, _base_overrides
+
+    root = Path(__file__).parent / "fixtures" / "rehearsal_repo"
+    recipe = root / "recipes" / "lm_unknown"
+    options = Options(config_overrides=["model.attn_implementation=eager", "model.gradient_checkpointing.mode=nested"])
+    kept, dropped = _base_overrides(analyze_path(recipe).recipes[0], recipe, root, options)
+    assert kept == ["model.attn_implementation=eager"] and dropped == ["model.gradient_checkpointing.mode=nested"]

@@ -304,17 +304,26 @@ def with_base(
 def _base_overrides(
     recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options
 ) -> tuple[list[str], list[str]]:
-    """(the --config-override items the base's stage knows, those it does not): a key the change adds is not the
-    base's, and the base runs without it rather than fail on an input of the head's."""
-    from model_compile.errors import InputError
+    """(the --config-override items the base's stage knows, those it does not): a key neither the base's stage
+    file nor its schema is known to have (the change adds it) is not the base's, and the base runs without it
+    rather than fail on an input of the head's."""
+    from model_compile.hard.rehearsal.planning.plan import choose_stage, load_stage, schema_file_of
+    from model_compile.hard.stages import stage_files
 
-    kept, dropped = [], []
+    if not options.config_overrides or recipe is None:
+        return list(options.config_overrides), []
+    try:
+        name, _ = choose_stage(recipe, recipe_root, options.config_name, _conftest_default(recipe_root, repo_root))
+        data = load_stage(stage_files(recipe_root)[name])
+    except NotPlanned:
+        return list(options.config_overrides), []
+    schema = schema_file_of(recipe, recipe_root)
+    kept: list[str] = []
+    dropped: list[str] = []
     for item in options.config_overrides:
-        try:
-            check_overrides(recipe, recipe_root, repo_root, replace(options, config_overrides=[item]))
-            kept.append(item)
-        except InputError:
-            dropped.append(item)
+        key = item.split("=", 1)[0]
+        known = overrides.has(data, key) or overrides.schema_knows(schema, recipe.config.schema_.root_class, key)
+        (kept if known else dropped).append(item)
     return kept, dropped
 
 
