@@ -205,8 +205,11 @@ def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
         stop = head.attribution[0]
         stop.owner, stop.part = "change", "its training with compile off"
         stop.control = f"the base ({rev}) trains the same run: {base.status}"
-        stop.ruled_out += [n for n in stop.not_ruled_out if "stand-in" in n or "synthetic" in n]
-        stop.not_ruled_out = [n for n in stop.not_ruled_out if n not in stop.ruled_out]
+        stop.ruled_out.append(
+            "the rehearsal's stand-in model and batches, its instruments and this environment: the base ran the same "
+            "and trains"
+        )
+        stop.not_ruled_out = []
         head.status, head.fault, head.existing = "failed", "change", False
         reason = str(head.reason).split(" [whose:", 1)[0]
         head.problems = [f"new with the change: the training fails with compile off, the base's trains: {reason}"]

@@ -253,14 +253,9 @@ def attribution_lines(facts: RehearsalFacts, limit: int = 4) -> list[str]:
     for att in facts.attribution[:limit]:
         part = f" ({att.part})" if att.part else ""
         out.append(f"whose: {att.owner}{part} - {shorten('; '.join(att.evidence[:2]), 400)}")
-        if att.control:
-            out.append(f"  control: {shorten(att.control, 300)}")
-        if att.ruled_out:
-            out.append(f"  ruled out: {shorten('; '.join(att.ruled_out), 300)}")
-        if att.not_ruled_out:
-            out.append(f"  not ruled out: {shorten('; '.join(att.not_ruled_out), 300)}")
-        if att.supply:
-            out.append(f"  supply: {shorten(att.supply, 300)}")
+        said = {"control": [att.control or ""], "ruled out": att.ruled_out, "not ruled out": att.not_ruled_out}
+        said["supply"] = [att.supply or ""]
+        out += [f"  {label}: {shorten('; '.join(items), 300)}" for label, items in said.items() if any(items)]
     return out
 
 
