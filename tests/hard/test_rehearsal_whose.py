@@ -9,7 +9,8 @@
 - `lm_named`: a stage naming Mistral, an architecture outside every fixture, is built as Mistral; `lm_unknown`,
   whose name and recipe name nothing, is `not-run`, the stand-in's config missing, naming `--model-config`.
 
-Each rehearsal runs once per module (about 20-40 s each on two cores).
+Each rehearsal takes about 20-40 s on two cores; the two end-to-end architecture cases are marked slow (the
+resolution itself is tested in-process in test_architecture.py).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def test_nested_checkpoint_wrappers_under_a_whole_model_compile_are_measured_and
     assert hops["run_and_save_rng_state"]["compiled"] > 0  # torch's rng-state operator went through the mode
 
 
+@pytest.mark.slow  # resolve() itself is checked in-process by test_architecture.py
 def test_a_vendored_remote_code_model_not_on_the_machine_is_rehearsed_from_its_vendored_config(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -71,6 +73,7 @@ def test_a_vendored_remote_code_model_not_on_the_machine_is_rehearsed_from_its_v
     )
 
 
+@pytest.mark.slow  # resolve() itself is checked in-process by test_architecture.py
 def test_a_stage_naming_an_architecture_outside_every_fixture_is_built_as_that_architecture(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
