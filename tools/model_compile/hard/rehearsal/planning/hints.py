@@ -121,10 +121,13 @@ def _class_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
-def model_calls(recipe_root: Path) -> list[dict[str, Any]]:
-    """The recipe's own model loads, read statically (`AutoModelForCausalLM.from_pretrained(..., trust_remote_code=
-    True)`): {"class", "trust_remote_code", "where"}. A tokenizer's or processor's load of a name the rehearsal
-    stands in for (it often comes first) resolves the model as these calls will."""
+def model_calls(recipe_root: Path, key: str) -> list[dict[str, Any]]:
+    """The recipe's own loads of the stage's model, read statically: `X.from_pretrained(<...the key's leaf...>,
+    trust_remote_code=True)` where X is a model class and its path argument reads the stage's pretrained key (a
+    script's load of another path is not the training's): {"class", "trust_remote_code", "where"}. A tokenizer's
+    or processor's load of a name the rehearsal stands in for (it often comes first) resolves the model as these
+    calls will."""
+    leaf = key.rsplit(".", 1)[-1]
     out = []
     for path in _own_files(recipe_root):
         try:
@@ -139,6 +142,9 @@ def model_calls(recipe_root: Path) -> list[dict[str, Any]]:
             cls = _class_name(node.func.value)
             model = cls.startswith("AutoModel") or "For" in cls or cls.endswith("Model")
             if not model or any(word in cls for word in _NOT_MODELS):
+                continue
+            named = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == leaf), None)
+            if named is None or leaf not in ast.unparse(named):
                 continue
             trust = any(
                 k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant) and k.value.value is True

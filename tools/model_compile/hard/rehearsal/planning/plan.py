@@ -392,7 +392,7 @@ def plan(
             "stand_in": model.resolved_at_call,
         },
         "model_hints": model_hints,
-        "model_calls": hints.model_calls(recipe_root) if model_hints else [],
+        "model_calls": hints.model_calls(recipe_root, str(pretrained_key)) if model_hints else [],
         "vendored_configs": vendored,
         "steps": steps,
         "targets": list(scope.patterns),
