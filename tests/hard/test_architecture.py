@@ -195,3 +195,21 @@ def test_remote_code_is_built_from_the_vendored_config_class_with_an_auto_map_fo
     }
     assert found["code_dir"] == str(recipe / "third_party")
     assert "cannot build: the call's (trust_remote_code=True) is taken" in found["notes"][0]  # the name disagrees
+
+
+def test_the_recipes_model_load_is_the_one_that_reads_the_stages_pretrained_key(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "model" / "build.py").write_text(
+        "from transformers import AutoModelForCausalLM\n\n"
+        "def build(cfg):\n"
+        "    return AutoModelForCausalLM.from_pretrained(cfg.pretrained_model_name_or_path, trust_remote_code=True)\n"
+    )
+    (tmp_path / "tools" / "convert.py").write_text(  # a script's load of another checkpoint is not the training's
+        "from transformers import Qwen3VLForConditionalGeneration, AutoProcessor\n"
+        "m = Qwen3VLForConditionalGeneration.from_pretrained(args.checkpoint)\n"
+        "p = AutoProcessor.from_pretrained(cfg.pretrained_model_name_or_path)\n"
+    )
+    assert hints.model_calls(tmp_path, KEY) == [
+        {"class": "AutoModelForCausalLM", "trust_remote_code": True, "where": "model/build.py:4"}
+    ]
