@@ -26,6 +26,7 @@ from model_compile.hard.stages import stage_files
 from model_compile.parse.models import config_key
 from model_compile.runtime.rehearsal.inputs.batches import PACK_KEYS
 from model_compile.runtime.rehearsal.models import names
+from model_compile.runtime.rehearsal.models.names import PROCESSOR_FILES
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
@@ -308,6 +309,12 @@ def plan(
             "seed": 0,
             "processor": model.processor,
             "code_files": list(model.code_files),
+            # the real processor's settings beside a supplied config: the tiny checkpoint carries them too
+            "processor_files": [
+                str(model_config.parent / f)
+                for f in PROCESSOR_FILES
+                if model_config is not None and (model_config.parent / f).is_file()
+            ],
         }
         overrides.append(f"{pretrained_key}={ckpt_dir}")
         aliases[str(pretrained)] = str(ckpt_dir)  # the real name, read anywhere else, is the tiny checkpoint

@@ -98,6 +98,10 @@ def write_checkpoint(spec: dict[str, Any], reference_dtype: str = "float32") -> 
                 facts["processor"] = (
                     f"not built here ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
                 )
+    for path in [Path(f) for f in spec.get("processor_files") or []]:  # the real settings, beside the supplied config
+        for folder in filter(None, [out, Path(reference) if reference else None]):
+            shutil.copy2(path, folder / path.name)
+        facts["processor"] = f"the real processor settings beside the supplied config ({path.name})"
     return facts
 
 

@@ -139,6 +139,8 @@ def _from_pretrained(func: Any) -> Any:
         if _is_tool_path(name):
             if not STATE["depth_load"]:
                 STATE["loads"].append({"class": cls.__name__, "kind": _kind(cls), "name": name, "to": name})
+            if _kind(cls) == "processor" and os.path.isdir(name):
+                _has_processor(cls, name, name)
             STATE["depth_load"] += 1
             try:
                 return func(cls, *args, **kwargs)
@@ -147,6 +149,8 @@ def _from_pretrained(func: Any) -> Any:
         to = redirect(cls, name, kwargs)
         if to is None:
             return func(cls, *args, **kwargs)
+        if _kind(cls) == "processor":
+            _has_processor(cls, name, to)
         if args:
             args = (to, *args[1:])
         else:
@@ -171,6 +175,30 @@ def _from_pretrained(func: Any) -> Any:
 
     from_pretrained._model_compile_hook = True  # type: ignore[attr-defined]
     return from_pretrained
+
+
+def _has_processor(cls: Any, name: str, to: str) -> None:
+    """A multimodal model's stand-in holds a processor (its model type's, from transformers' registry, or the
+    real settings beside a supplied config); one without any would make the recipe's processor call quietly load
+    a bare tokenizer instead, and the recipe fail on it: the stand-in's processor is missing, said so."""
+    import json
+
+    folder = Path(to)
+    if any((folder / f).is_file() for f in stand_in.PROCESSOR_FILES):
+        return
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    multimodal = [k for k, v in config.items() if k.endswith("_config") and k != "text_config" and isinstance(v, dict)]
+    if multimodal:
+        raise ModelConfigMissing(
+            f"{cls.__name__}.from_pretrained({name!r}): the rehearsal's stand-in of it (model_type "
+            f"{config.get('model_type')!r}, with {', '.join(multimodal)}) has no processor: transformers' registry has "
+            "none for that model type and no processor settings are beside a config of it here; put the real "
+            f"preprocessor_config.json / processor_config.json beside the config.json you supply with --model-config "
+            f"{name}=PATH"
+        )
 
 
 def _refused(cls: Any, name: str, to: str, exc: BaseException) -> StandInRefused:

@@ -133,6 +133,7 @@ def vendored_folders(spec: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(str(Path(f).parent) for f in spec.get("vendored_configs") or []))
 
 
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
 MAX_VENDORED = 20
 SKIPPED = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "outputs"})
 

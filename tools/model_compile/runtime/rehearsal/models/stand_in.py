@@ -31,7 +31,7 @@ from model_compile.runtime.rehearsal.record import short_error
 
 SEED = 0
 KEPT = ("source", "shrunk", "model_type", "depth_unknown", "depth_set", "notes")  # what a stand-in's record says
-PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
+PROCESSOR_FILES = names.PROCESSOR_FILES
 
 
 def _local(name: str, repo: str | None) -> Path:
