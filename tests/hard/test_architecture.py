@@ -213,3 +213,23 @@ def test_the_recipes_model_load_is_the_one_that_reads_the_stages_pretrained_key(
     assert hints.model_calls(tmp_path, KEY) == [
         {"class": "AutoModelForCausalLM", "trust_remote_code": True, "where": "model/build.py:4"}
     ]
+
+
+def test_a_multimodal_stand_in_without_a_processor_is_the_stand_ins_not_a_bare_tokenizer(tmp_path: Path) -> None:
+    import json
+
+    from model_compile.runtime.rehearsal.models import intercept
+    from model_compile.runtime.rehearsal.models.state import ModelConfigMissing
+
+    class AutoProcessor:  # the recipe's call, by name only
+        pass
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "x_vl", "vision_config": {"depth": 2}}))
+    with pytest.raises(ModelConfigMissing, match=r"has no processor: .* --model-config /c/m=PATH") as refused:
+        intercept._has_processor(AutoProcessor, "/c/m", str(tmp_path))
+    assert refused.value.fault == "stand-in"
+    (tmp_path / "preprocessor_config.json").write_text("{}")
+    intercept._has_processor(AutoProcessor, "/c/m", str(tmp_path))  # the real settings are there: the recipe's call
+    (tmp_path / "preprocessor_config.json").unlink()
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "x"}))
+    intercept._has_processor(AutoProcessor, "/c/m", str(tmp_path))  # a text model: a tokenizer is what it has
