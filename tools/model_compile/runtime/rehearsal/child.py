@@ -160,7 +160,12 @@ def prepare(spec: dict[str, Any], record: Record) -> None:
         reference = "float32" if str(precision.get("value") or "").lower() in LOW else "float64"
         t0 = time.perf_counter()
         with guarded("checkpoint", "not-run", "the tiny checkpoint could not be built"):
-            facts = assets.write_checkpoint(spec["checkpoint"], reference)
+            try:
+                facts = assets.write_checkpoint(spec["checkpoint"], reference)
+            except Exception as exc:
+                from model_compile.runtime.rehearsal.models.state import unfit_checkpoint
+
+                raise unfit_checkpoint(exc, spec.get("repo_root")) from exc
         record.phase("checkpoint", seconds=round(time.perf_counter() - t0, 2), **facts)
     data = spec.get("data") or {}
     if data.get("mode") == "rows":

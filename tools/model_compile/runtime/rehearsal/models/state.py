@@ -60,3 +60,19 @@ class suspended:  # noqa: N801 - a context manager used like a function
 
     def __exit__(self, *_: Any) -> None:
         STATE["suspended"] -= 1
+
+
+def unfit_checkpoint(exc: Exception, repo: str | None) -> Exception:
+    """A tiny checkpoint that its model's own code (or transformers) refused to build from the config read: the
+    stand-in's config, not model-compile's code (which only called it); `exc` itself where model-compile's frame
+    raised."""
+    from model_compile.runtime.rehearsal.blame import raised_in
+    from model_compile.runtime.rehearsal.record import short_error
+
+    if (raised_in(exc, repo).get("innermost") or {}).get("kind") == "tool":
+        return exc
+    return StandInRefused(
+        f"the tiny checkpoint's model could not be built from the config the rehearsal read ({short_error(exc)}): "
+        "that config does not fit its model's code; supply the model's real config.json (and code) with "
+        "--model-config NAME=PATH"
+    )
