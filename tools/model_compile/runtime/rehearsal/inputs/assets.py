@@ -45,17 +45,21 @@ def _model_class(config: Any, folder: Path) -> Any:
 
 
 def write_checkpoint(spec: dict[str, Any], reference_dtype: str = "float32") -> dict[str, Any]:
-    """Save the tiny model (and its tokenizer/processor) into spec['dir']; facts for the record."""
+    """Save the tiny model (and its tokenizer/processor) into spec['dir']; facts for the record. The files a model's
+    own code may read while it is built (its remote code, its tokenizer and processor) are written first."""
     import torch
     import transformers
 
     out = Path(spec["dir"])
-    out.mkdir(parents=True, exist_ok=True)
+    reference = spec.get("reference_dir")
+    folders = [out, *([Path(reference)] if reference else [])]
     code = [Path(f) for f in spec.get("code_files") or []]  # a remote-code config's files, beside it as in the real
-    for folder in filter(None, [out, Path(spec["reference_dir"]) if spec.get("reference_dir") else None]):
+    for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
         for path in code:
             shutil.copy2(path, folder / path.name)
+    facts: dict[str, Any] = {"dir": str(out), "seed": int(spec.get("seed", 0))}
+    _write_processing(spec, folders, facts)
     (out / "config.json").write_text(json.dumps(spec["config"], indent=2), encoding="utf-8")
     config = transformers.AutoConfig.from_pretrained(str(out), trust_remote_code=bool(code))
     cls = _model_class(config, out)
@@ -68,41 +72,41 @@ def write_checkpoint(spec: dict[str, Any], reference_dtype: str = "float32") -> 
     if isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype):
         model = model.to(getattr(torch, dtype))  # saved in the checkpoint's own dtype, as the real one is
     model.save_pretrained(str(out))
-    reference = spec.get("reference_dir")
     if reference:
         # the reference twin's checkpoint: the same (rounded) weights in its higher precision
         wide = getattr(torch, reference_dtype)
         model = model.to(wide)
         _set_dtype(model.config, wide)
         model.save_pretrained(str(reference))
-    facts: dict[str, Any] = {
-        "class": type(model).__name__,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "dir": str(out),
-        "seed": int(spec.get("seed", 0)),
-    }
+    facts["class"] = type(model).__name__
+    facts["parameters"] = sum(p.numel() for p in model.parameters())
     del model
     facts["reference_dir"] = str(reference) if reference else None
     facts["reference_dtype"] = reference_dtype if reference else None
+    return facts
+
+
+def _write_processing(spec: dict[str, Any], folders: list[Path], facts: dict[str, Any]) -> None:
+    """The rehearsal's tokenizer, the model type's processor, and the real processor settings beside a supplied
+    config, in each checkpoint folder."""
     if spec.get("tokenizer", True):
-        tokenizer = write_tokenizer(out)
-        if reference:
-            write_tokenizer(Path(reference))
-        facts["tokenizer"] = f"word-level, {len(tokenizer)} tokens"
-        if spec.get("processor"):
+        tokenizer = None
+        for folder in folders:
+            tokenizer = write_tokenizer(folder)
+        if tokenizer is not None:
+            facts["tokenizer"] = f"word-level, {len(tokenizer)} tokens"
+        if spec.get("processor") and tokenizer is not None:
             try:
-                facts["processor"] = write_processor(out, tokenizer, spec["processor"])
-                if facts["reference_dir"]:
-                    write_processor(Path(facts["reference_dir"]), tokenizer, spec["processor"])
+                for folder in folders:
+                    facts["processor"] = write_processor(folder, tokenizer, spec["processor"])
             except Exception as exc:  # noqa: BLE001 - a recipe fed synthetic batches needs none; one that does says so
                 facts["processor"] = (
                     f"not built here ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
                 )
     for path in [Path(f) for f in spec.get("processor_files") or []]:  # the real settings, beside the supplied config
-        for folder in filter(None, [out, Path(reference) if reference else None]):
+        for folder in folders:
             shutil.copy2(path, folder / path.name)
         facts["processor"] = f"the real processor settings beside the supplied config ({path.name})"
-    return facts
 
 
 def _set_dtype(config: Any, dtype: Any) -> None:
