@@ -75,6 +75,7 @@ def short_error(exc: BaseException) -> str:
 
 
 _REPO_ROOT: list[str] = []
+_PASS_THROUGH = (os.sep + os.path.join("models", "intercept.py"),)  # the hooks around the recipe's own calls
 
 
 def tool_frame(tb: Any) -> str | None:
@@ -84,6 +85,8 @@ def tool_frame(tb: Any) -> str | None:
     repo = _REPO_ROOT[0] if _REPO_ROOT else None
     for frame in reversed(traceback.extract_tb(tb)):
         path = str(Path(frame.filename).resolve()) if frame.filename and not frame.filename.startswith("<") else ""
+        if path.endswith(_PASS_THROUGH) and frame.name in ("from_pretrained", "__init__"):
+            continue  # a hook that only passes the recipe's call on (the error is of what it called)
         if path.startswith(tool_dir):
             rel = path[len(str(Path(tool_dir).parents[1])) :].lstrip("/")
             return f"{rel}:{frame.lineno} in {frame.name}"

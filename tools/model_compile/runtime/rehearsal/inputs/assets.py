@@ -71,13 +71,15 @@ def write_checkpoint(spec: dict[str, Any], reference_dtype: str = "float32") -> 
     dtype = spec["config"].get("torch_dtype") or spec["config"].get("dtype")
     if isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype):
         model = model.to(getattr(torch, dtype))  # saved in the checkpoint's own dtype, as the real one is
-    model.save_pretrained(str(out))
+    said = save_model(model, out)
+    if said:
+        facts["saved"] = said
     if reference:
         # the reference twin's checkpoint: the same (rounded) weights in its higher precision
         wide = getattr(torch, reference_dtype)
         model = model.to(wide)
         _set_dtype(model.config, wide)
-        model.save_pretrained(str(reference))
+        save_model(model, Path(reference))
     facts["class"] = type(model).__name__
     facts["parameters"] = sum(p.numel() for p in model.parameters())
     del model
@@ -107,6 +109,22 @@ def _write_processing(spec: dict[str, Any], folders: list[Path], facts: dict[str
         for folder in folders:
             shutil.copy2(path, folder / path.name)
         facts["processor"] = f"the real processor settings beside the supplied config ({path.name})"
+
+
+def save_model(model: Any, folder: Path) -> str | None:
+    """`save_pretrained`, or, where this transformers refuses the model's own code there (remote code written for
+    another release: its tied-weights declaration, say), its config and its state in one safetensors file, which
+    `from_pretrained` reads all the same; the note says so (None when save_pretrained did it)."""
+    try:
+        model.save_pretrained(str(folder))
+        return None
+    except Exception as exc:  # noqa: BLE001 - the tool's own way of writing the checkpoint, said in the record
+        from safetensors.torch import save_model as save_tensors
+
+        model.config.save_pretrained(str(folder))
+        save_tensors(model, str(folder / "model.safetensors"))
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        return f"saved as one safetensors file: save_pretrained refused the model ({type(exc).__name__}: {first})"
 
 
 def _set_dtype(config: Any, dtype: Any) -> None:

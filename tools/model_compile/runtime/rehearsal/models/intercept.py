@@ -144,6 +144,10 @@ def _from_pretrained(func: Any) -> Any:
             STATE["depth_load"] += 1
             try:
                 return func(cls, *args, **kwargs)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+                if isinstance(exc, ModuleNotFoundError) or STATE["depth_load"] > 1:
+                    raise  # a package this environment lacks; an inner load: said by the outer one
+                raise _refused(cls, name, name, exc) from exc
             finally:
                 STATE["depth_load"] -= 1
         to = redirect(cls, name, kwargs)

@@ -196,7 +196,10 @@ def weights(made: dict[str, Any], cls: Any) -> None:
                         f"{short_error(first)}; with each head at its real size, {short_error(second)} (the real widths were not "
                         "tried: they may not fit)"
                     ) from second
-            model.save_pretrained(str(tmp))
+            from model_compile.runtime.rehearsal.inputs.assets import save_model
+
+            tmp.mkdir(parents=True, exist_ok=True)
+            save_model(model, tmp)
         finally:
             torch.set_default_dtype(before)
     del model
