@@ -232,3 +232,19 @@ def test_the_base_runs_without_an_override_key_only_the_change_has() -> None:
     options = Options(config_overrides=["model.attn_implementation=eager", "model.gradient_checkpointing.mode=nested"])
     kept, dropped = _base_overrides(analyze_path(recipe).recipes[0], recipe, root, options)
     assert kept == ["model.attn_implementation=eager"] and dropped == ["model.gradient_checkpointing.mode=nested"]
+
+
+def test_an_eager_raise_inside_the_model_built_from_a_class_default_config_is_the_stand_ins(tmp_path: Path) -> None:
+    facts = _facts(
+        "not-run", "the eager twin (compile off) failed, so compile cannot be judged: KeyError: 'mrope_section'"
+    )
+    facts.loads = [{"name": "Qwen/Qwen2.5-VL-7B", "kind": "model", "depth_unknown": True, "source": "Qwen2_5_VLConfig"}]
+    raised = {
+        "exception": "KeyError",
+        "innermost": {"where": "<site-packages>/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:728 in forward"},
+        "repo": "recipes/r/engine.py:9 in forward_step",
+    }
+    attribution.attribute(facts, _stopped("eager", status="not-run", fault="recipe", raised_in=raised), tmp_path)
+    (att,) = facts.attribution
+    assert (att.owner, att.part) == ("stand-in", "model (a config class's defaults)")
+    assert att.supply == "--model-config Qwen/Qwen2.5-VL-7B=PATH with its real config.json"

@@ -152,6 +152,18 @@ def _of_stop(
             att.not_ruled_out = [f"the tool's instruments it ran under ({', '.join(instruments)})"]
         return att
     # compile off (the reference or eager twin): the recipe's code raised, on the rehearsal's model and batches
+    inner = str((frames.get("innermost") or {}).get("where") or "")
+    defaults = [ld for ld in facts.loads if ld.get("depth_unknown")]
+    if defaults and ("/transformers/models/" in inner or "transformers_modules/" in inner):
+        att.owner, att.part = "stand-in", "model (a config class's defaults)"
+        att.evidence.insert(
+            0,
+            f"it raised inside the model's own code, built from {defaults[0].get('source')}: the real checkpoint's "
+            "config sets what the class's defaults may lack",
+        )
+        att.not_ruled_out = [f"the recipe's own code ({frames.get('repo') or 'its code'})"]
+        att.supply = f"--model-config {defaults[0].get('name')}=PATH with its real config.json"
+        return att
     if feed.get("mode") == "batches":
         att.owner, att.part = "stand-in", "data"
         att.evidence.insert(0, f"the model was fed the tool's synthetic batches ({feed.get('reason')})")
