@@ -174,8 +174,7 @@ def not_on_machine(exc: BaseException, spec: dict[str, Any]) -> str | None:
         seen.add(id(exc))
         if _package_missing(exc, spec):
             return f"{short_error(exc)} (a package missing from this environment, not a fault of the recipe)"
-        missing = _missing_path(exc)
-        if missing:
+        for missing in _missing_paths(exc):
             key = _config_key_of(missing, spec)
             if key:
                 return (
@@ -218,12 +217,11 @@ def _package_missing(exc: BaseException, spec: dict[str, Any]) -> bool:
     return isinstance(exc, ImportError) and "pip install" in str(exc)
 
 
-def _missing_path(exc: BaseException) -> str | None:
-    """The path a "no such file" error names: its `filename`, or read from its message (a library may raise
-    FileNotFoundError("No such file or directory: PATH") without one)."""
+def _missing_paths(exc: BaseException) -> list[str]:
+    """The paths a "not found" error names: its `filename`, or every path written in its message (a library may
+    raise FileNotFoundError("Checkpoint metadata not found at PATH or PATH") without one)."""
     if not isinstance(exc, OSError):  # FileNotFoundError among them
-        return None
+        return []
     if isinstance(exc, FileNotFoundError) and exc.filename:
-        return str(exc.filename)
-    found = re.search(r"No such file or directory:?\s*['\"]?([^'\"\s]+)", str(exc))
-    return found.group(1) if found else None
+        return [str(exc.filename)]
+    return [m.rstrip(".,;:") for m in re.findall(r"(?<![\w.])(?:\.{0,2}/)[^\s'\"]+", str(exc))]
