@@ -288,10 +288,13 @@ def _data_path(facts: RehearsalFacts, repo: Path) -> list[Attribution]:
     return [
         Attribution(
             failure=failure,
-            owner="recipe",
-            part="its data path",
-            evidence=_frames_said(facts.data_failure_raised) or [str(facts.data_failure)],
-            not_ruled_out=["the rehearsal's synthetic rows (the real data is not here)"],
+            owner="stand-in",
+            part="data (the rehearsal's synthetic rows)",
+            evidence=[
+                "the rows were the rehearsal's, written for the stage's data path (the real data is not here)",
+                *(_frames_said(facts.data_failure_raised) or [str(facts.data_failure)]),
+            ],
+            not_ruled_out=["the recipe's own data path, on its real rows"],
             supply="the stage's data on this machine",
         )
     ]

@@ -227,10 +227,12 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
     elif facts.data_failure:
         out.append(
             Fix(
-                fix=f"fix the recipe's data path ({facts.data_failure}); then `{rerun}` rehearses on the batches it makes",
+                fix=f"give the recipe's data path the stage's own data (it failed on the rehearsal's synthetic rows: "
+                f"{facts.data_failure}); then `{rerun}` rehearses on the batches it makes",
                 cause="the recipe's data path failed on the rehearsal's rows: every figure comes from synthetic batches",
                 tried="not tried",
-                reason="a data-path fix, not a compile one: in this environment the real run may fail there too",
+                reason="the rows were the rehearsal's stand-in: if the real rows fail there too, the data path is the "
+                "recipe's to fix",
             )
         )
     return out
