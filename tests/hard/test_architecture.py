@@ -23,7 +23,20 @@ from model_compile.runtime.rehearsal.models.shrink import UNKNOWN_DEPTH, at_dept
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal_repo"
 KEY = "model.pretrained_model_name_or_path"
-TYPES = ["qwen3", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl", "qwen2_vl", "vit", "clip", "llama", "git", "mistral"]
+TYPES = [
+    "qwen3",
+    "qwen3_vl",
+    "qwen3_vl_moe",
+    "qwen2_5_vl",
+    "qwen2_vl",
+    "vit",
+    "clip",
+    "llama",
+    "git",
+    "mistral",
+    "mvp",
+    "align",
+]
 
 
 @pytest.fixture
@@ -60,6 +73,9 @@ def _hints(root: Path) -> list[dict[str, str]]:
         ("acme/mystery-7b", []),
         ("/cluster/runs/run7/final", []),
         ("gitlab-runner", []),  # near miss: a word that starts as a type's name but goes on in letters
+        ("/home/u/mvp-engine/recipes/r/pretrained/Qwen3-VL-8B-Instruct", ["qwen3_vl"]),  # the folders above: not it
+        ("/mnt/team/OVEncoder-align/checkpoints/encoder-large", []),  # an ordinary word in a folder names no model
+        ("/out/run-qwen3_vl-sft/checkpoints/iter_1544/hf_model", ["qwen3_vl"]),  # a folder's type that is no word
     ],
 )
 def test_the_model_types_a_name_names(name: str, named: list[str]) -> None:

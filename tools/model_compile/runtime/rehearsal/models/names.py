@@ -75,10 +75,25 @@ def types_named(text: str, model_types: Iterable[str]) -> list[str]:
     word, separators between its letters allowed (`Qwen3-VL` names qwen3_vl, `Qwen2.5-VL` qwen2_5_vl), followed
     by anything but a letter. Where one match lies inside another (qwen3 in Qwen3-VL), the longer is the name.
     A name that also says a mixture of experts (`-A3B`, `moe`) names the type's `_moe` variant where the
-    registry has one."""
+    registry has one. Of a path or hub id, the last part that names any decides (`/home/u/mvp-engine/pretrained/
+    Qwen3-VL-8B`: the folders above the checkpoint are not its name), a folder above it only by a type whose name
+    has a digit or an underscore (an ordinary word such as `align` in `OVEncoder-align/` names no model)."""
+    types = set(model_types)
+    words = str(text).split()
+    if len(words) == 1 and "/" in words[0]:
+        for i, part in enumerate(reversed(words[0].split("/"))):
+            found = _types_in(part, types)
+            if i:  # a folder above: only a type that is no ordinary word (`mvp-engine`, `-align` name no model)
+                found = [t for t in found if re.search(r"[\d_]", t)]
+            if found:
+                return found
+        return []
+    return _types_in(str(text), types)
+
+
+def _types_in(text: str, types: set[str]) -> list[str]:
     low = str(text).lower()
     spans: list[tuple[int, int, str]] = []
-    types = set(model_types)
     for model_type in types:
         if len(re.sub(r"[^a-z0-9]", "", model_type.lower())) < 3:
             continue
