@@ -248,3 +248,23 @@ def test_an_eager_raise_inside_the_model_built_from_a_class_default_config_is_th
     (att,) = facts.attribution
     assert (att.owner, att.part) == ("stand-in", "model (a config class's defaults)")
     assert att.supply == "--model-config Qwen/Qwen2.5-VL-7B=PATH with its real config.json"
+
+
+def test_an_attribute_the_repositorys_own_object_lacks_is_the_recipes_whatever_the_batches(tmp_path: Path) -> None:
+    facts = _facts(
+        "not-run",
+        "the eager twin (compile off) failed: AttributeError: 'TrainStepContext' object has no attribute 'items'",
+    )
+    raised = {
+        "exception": "AttributeError",
+        "innermost": {"where": "recipes/r/engine/r_engine.py:391 in train_pre_step", "kind": "repo"},
+        "repo": "recipes/r/engine/r_engine.py:391 in train_pre_step",
+        "attribute_of": {"class": "TrainStepContext", "kind": "repo"},
+    }
+    recs = _stopped(
+        "eager", status="not-run", fault="recipe", raised_in=raised, feed={"mode": "batches", "reason": "x"}
+    )
+    attribution.attribute(facts, recs, tmp_path)
+    (att,) = facts.attribution
+    assert att.owner == "recipe" and att.evidence[0].startswith("the repository's own TrainStepContext lacks")
+    assert att.ruled_out == ["the rehearsal's stand-in model and batches (the object is the repository's own)"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import sysconfig
 import traceback
 from pathlib import Path
@@ -105,6 +106,11 @@ def raised_in(exc: BaseException, repo: str | None) -> dict[str, Any]:
     if kind == "library":
         package = out["innermost"]["package"]
         out["library"] = {"package": package, **distribution(package)}
+    obj = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
+    module = sys.modules.get(type(obj).__module__) if obj is not None else None
+    if module is not None and getattr(module, "__file__", None):
+        # whose object lacked the attribute: the repository's own (its code and its engine disagree), a library's
+        out["attribute_of"] = {"class": type(obj).__name__, "kind": _kind(str(module.__file__), repo)}
     if isinstance(exc, ImportError) and not isinstance(exc, ModuleNotFoundError) and exc.name:
         # `cannot import name X from Y`: the repository asks a library for what its installed revision lacks
         top = exc.name.split(".")[0]

@@ -164,6 +164,15 @@ def _of_stop(
         att.not_ruled_out = [f"the recipe's own code ({frames.get('repo') or 'its code'})"]
         att.supply = f"--model-config {defaults[0].get('name')}=PATH with its real config.json"
         return att
+    attribute_of = frames.get("attribute_of") or {}
+    if attribute_of.get("kind") == "repo":
+        att.evidence.insert(
+            0,
+            f"the repository's own {attribute_of.get('class')} lacks what its code asks of it: its code and its engine "
+            "disagree, whatever the batches",
+        )
+        att.ruled_out = ["the rehearsal's stand-in model and batches (the object is the repository's own)"]
+        return att
     if feed.get("mode") == "batches":
         att.owner, att.part = "stand-in", "data"
         att.evidence.insert(0, f"the model was fed the tool's synthetic batches ({feed.get('reason')})")
