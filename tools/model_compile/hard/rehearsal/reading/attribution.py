@@ -171,6 +171,7 @@ def _of_stop(
             f"the repository's own {attribute_of.get('class')} lacks what its code asks of it: its code and its engine "
             "disagree, whatever the batches",
         )
+        att.part = "its code against its engine"
         att.ruled_out = ["the rehearsal's stand-in model and batches (the object is the repository's own)"]
         return att
     if feed.get("mode") == "batches":
