@@ -199,3 +199,58 @@ def test_code_that_does_not_hash_is_attributed_all_the_same() -> None:
     attribution = Attribution({})
     assert attribution.user(code) is attribution.user(code)
     assert attribution.kind(code) == "untraced"
+
+
+class Dropped(nn.Module):
+    """Each block's two halves in their own activation checkpoint (checkpoint_wrapper, non-reentrant), dropout
+    inside: torch saves and restores the rng state around them, higher-order operators under compile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+
+        wrap = {"checkpoint_impl": CheckpointImpl.NO_REENTRANT, "preserve_rng_state": False}
+        self.attn = nn.ModuleList(checkpoint_wrapper(nn.Linear(16, 16), **wrap) for _ in range(2))  # type: ignore[arg-type]
+        self.mlp = nn.ModuleList(
+            checkpoint_wrapper(nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.1), nn.Linear(32, 16)), **wrap)  # type: ignore[arg-type]
+            for _ in range(2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for attn, mlp in zip(self.attn, self.mlp, strict=True):
+            x = x + mlp(x + attn(x))
+        return x.sum()
+
+
+def test_higher_order_operators_pass_the_counting_mode_and_what_ran_outside_a_graph_is_said() -> None:
+    net = Dropped()
+    net.compile(backend="aot_eager")
+    meter = coverage.Meter(net, compiled=True)
+    for step in range(2):
+        with meter.measure(step):
+            net(torch.randn(4, 16)).backward()  # torch's rng-state operators: no rule needed, nothing raised
+    hops = {h["operator"]: h for h in meter.record()["higher_order"]}
+    assert hops["run_and_save_rng_state"]["compiled"] > 0 and not hops["run_and_save_rng_state"]["eager"]
+    assert meter.record()["meter_faults"] == []
+
+    lin = nn.Linear(8, 8)
+    eager = coverage.Meter(lin, compiled=False)
+    with eager.measure(0):  # a higher-order operator run eagerly, as torch runs it (its body below the mode)
+        _, out = torch.ops.higher_order.run_and_save_rng_state(lin, torch.randn(2, 8))
+    assert out.shape == (2, 8)
+    record = eager.record()
+    assert record["higher_order"] == [
+        {"operator": "run_and_save_rng_state", "module": "(outside the model)", "compiled": 0, "eager": 1}
+    ]
+
+    from model_compile.hard.models import RehearsalFacts
+    from model_compile.hard.rehearsal.reading.coverage import unmeasured
+
+    facts = RehearsalFacts(label="cpu-only")
+    unmeasured(facts, {"eager": record})
+    assert facts.coverage_unmeasured == [
+        "coverage not measured for code outside the model inside run_and_save_rng_state (1 run(s) outside compiled "
+        "graphs in the eager "
+        "twin): torch runs a higher-order operator's body below the dispatch mode that counts operators, so its work "
+        "is not in the shares"
+    ]

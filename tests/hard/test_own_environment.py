@@ -71,8 +71,8 @@ def test_repo_venv_is_chosen_and_a_missing_dependency_is_not_a_failure(repo: Pat
     ]
     structure = layer(report, "structure")
     assert structure.reason.startswith(
-        "environment: fixture_dependency_not_installed (imported by recipes/needs_dep/configs/schema.py) in "
-        + str(repo / ".venv" / "bin" / "python")
+        "environment: fixture_dependency_not_installed (imported by recipes/needs_dep/configs/schema.py) [not declared "
+        "by the repository] in " + str(repo / ".venv" / "bin" / "python")
     )
     assert "-m pip install fixture_dependency_not_installed" in structure.reason
     assert structure.command.startswith(shlex.quote(str(repo / ".venv" / "bin" / "python")) + " -m pytest")

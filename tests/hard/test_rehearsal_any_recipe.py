@@ -17,6 +17,7 @@ from model_compile.hard.models import RehearsalFacts
 from model_compile.hard.rehearsal import command
 from model_compile.hard.rehearsal.planning import overrides
 from model_compile.hard.rehearsal.planning.overrides import read_keys
+from model_compile.hard.rehearsal.reading import attribution
 from model_compile.hard.rehearsal.seen import batches, drift, faults
 from model_compile.runtime.rehearsal.measure import memory
 from model_compile.runtime.rehearsal.models import names, shrink
@@ -214,24 +215,37 @@ def test_pins_come_from_the_lock_then_requirements_then_pyproject(tmp_path: Path
     ]
 
 
-def test_the_drift_a_failure_runs_through_is_put_beside_it(tmp_path: Path) -> None:
+def test_the_drift_a_failure_runs_through_is_said_as_not_ruled_out(tmp_path: Path) -> None:
     (tmp_path / "uv.lock").write_text('[[package]]\nname = "transformers"\nversion = "5.3.0"\n'
                                       '[[package]]\nname = "torch"\nversion = "2.8.0"\n')  # fmt: skip
     facts = RehearsalFacts(label="cpu-only", status="not-run", reason="the eager twin failed: ValueError: x is missing")
-    facts.detail = (
-        'File "/r/.venv/lib/python3.12/site-packages/torch/nn/modules/module.py", line 1, in _call_impl\n'
-        'File "/r/.venv/lib/python3.12/site-packages/transformers/models/qwen3_vl/modeling.py", line 9, in forward\n'
-        "ValueError: x is missing"
-    )
-    recs = {"eager": [{"packages": {"torch": "2.13.0", "transformers": "5.25.0"}}]}
+    eager = {
+        "packages": {"torch": "2.13.0", "transformers": "5.25.0"},
+        "status": "not-run",
+        "fault": "recipe",
+        "reason": "the recipe's training raised with compile off: ValueError: x is missing",
+        "raised_in": {
+            "exception": "ValueError",
+            "innermost": {
+                "where": "<site-packages>/transformers/x.py:9 in forward",
+                "kind": "library",
+                "package": "transformers",
+            },
+            "repo": "recipes/r/model.py:3 in forward",
+            "library": {"package": "transformers", "name": "transformers", "version": "5.25.0"},
+        },
+    }
+    recs = {"eager": [eager]}
     drift.read(facts, recs, tmp_path)
     assert facts.environment_drift == [
         "torch 2.13.0 here, uv.lock pins 2.8.0",
         "transformers 5.25.0 here, uv.lock pins 5.3.0",
     ]
-    assert facts.reason.endswith(
-        "[environment: transformers 5.25.0 here, uv.lock pins 5.3.0; the failing frame is in transformers]"
-    )
+    attribution.attribute(facts, recs, tmp_path)
+    (att,) = facts.attribution
+    assert att.owner == "recipe" and facts.fault == "recipe" and facts.status == "not-run"
+    assert "transformers 5.25.0 here, uv.lock pins 5.3.0 (the failing frame is in transformers)" in att.not_ruled_out
+    assert facts.reason.endswith("[whose: the recipe's]")
 
 
 # -- memory ------------------------------------------------------------------------------------------------------
@@ -433,9 +447,11 @@ def test_the_model_line_says_whether_the_recipe_built_the_planned_architecture(l
 
     plan = SimpleNamespace(
         spec={"checkpoint": {"dir": "/out/tiny-checkpoint"}},
-        model=SimpleNamespace(model_type="qwen3", source="the qwen3 preset", shrunk=["hidden_size 4096 -> 64"]),
+        model=SimpleNamespace(
+            model_type="qwen3", source="qwen3 from a checkpoint's config.json", shrunk=["hidden_size 4096 -> 64"]
+        ),
     )
-    facts = RehearsalFacts(label="cpu-only", model_source="the qwen3 preset", depth_known=False)
+    facts = RehearsalFacts(label="cpu-only", model_source="qwen3 from a checkpoint's config.json", depth_known=False)
     models.read(facts, plan, _models_phase(loads))  # type: ignore[arg-type]
     assert facts.depth == {"model.layers": "10 Qwen3DecoderLayer"}  # measured, either way
     assert (facts.model_source or "").startswith("built by the recipe itself") is own

@@ -627,7 +627,7 @@ def test_a_data_path_that_failed_is_a_fix_to_make_before_the_figures_count(
     found = [f.cause + " " + f.fix for f in facts.fixes if "data path failed on the rehearsal's rows" in f.cause]
     assert bool(found) is named
     if named:
-        assert "(r/pre.py:148: ValueError: no budget.)" in found[0] and "model-compile rehearse " in found[0]
+        assert "rows: r/pre.py:148: ValueError: no budget.)" in found[0] and "model-compile rehearse " in found[0]
 
 
 def test_a_pass_near_the_recompile_limit_says_so_on_its_row() -> None:

@@ -46,7 +46,7 @@ def test_a_model_the_recipe_builds_from_its_own_fields_is_shrunk_at_its_real_dep
     assert "hidden_size 768 -> 64" in own_fields.shrunk and "HeadSpec.d_model 768 -> 64" in own_fields.shrunk
     assert not any("vocab" in s for s in own_fields.shrunk)  # the recipe's own data makes the ids: kept
     assert own_fields.model_source and own_fields.model_source.startswith("built by the recipe itself")
-    assert "never loaded the rehearsal's checkpoint" in own_fields.model_source
+    assert "never loaded the stage's pretrained path 'Qwen/Qwen3-0.6B'" in own_fields.model_source
     (model,) = own_fields.models
     assert model["class"] == "LmWithHead" and model["parameters"] == own_fields.parameters < 1_000_000
     assert own_fields.memory["available_mb"] and own_fields.memory["more_mb"] > 0 and own_fields.rank_rss
@@ -59,15 +59,18 @@ def test_the_batches_the_model_saw_are_recorded(own_fields: RehearsalFacts) -> N
     assert own_fields.packing and own_fields.packing.startswith("one sample a row")
 
 
-def test_a_second_model_whose_config_is_not_here_is_not_run_with_the_option_that_supplies_it(
+def test_a_second_model_whose_config_is_not_here_is_built_as_the_architecture_its_name_names(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    facts = _rehearse(tmp_path_factory, "two_towers", steps=2)
-    assert facts.status == "not-run" and facts.fault == "environment"
-    assert facts.reason == (
-        f"AutoModel.from_pretrained('{ENCODER}'): no config.json of it on this machine (not a local folder, not in "
-        f"the Hugging Face cache); supply one with --model-config {ENCODER}=PATH"
-    )
+    """The encoder's cluster path names ViT (`vit-enc`): AutoModel builds ViTConfig at its default structure,
+    each stack at the unknown-depth policy, said so; no table of families decides it."""
+    facts = _rehearse(tmp_path_factory, "two_towers", steps=2, backend="eager")
+    assert facts.status == "passed", facts.reason
+    encoder = next(m for m in facts.models if m["class"] == "ViTModel")
+    assert list(encoder["stacks"].values()) == ["10 ViTLayer"]  # the policy's depth: the real one is not known
+    load = next(ld for ld in facts.loads if ld["name"] == ENCODER)
+    assert load["source"].startswith(f"ViTConfig (vit), which its name '{ENCODER}' names")
+    assert load["depth_unknown"] and "depth unknown: 10 layers a stack" in load["source"]
 
 
 def test_a_second_model_with_a_supplied_config_is_built_shrunk_beside_the_first(

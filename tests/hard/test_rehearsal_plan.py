@@ -13,10 +13,8 @@ import pytest
 from model_compile.analyze import analyze_path
 from model_compile.hard.rehearsal.planning.data_plan import plan_data
 from model_compile.hard.rehearsal.planning.model_plan import (
-    UNKNOWN_DEPTH,
     NotPlanned,
     depth_of,
-    family_from_name,
     plan_model,
     shrink,
 )
@@ -68,23 +66,6 @@ def _plan(recipe_dir: Path, tmp_path: Path, **kwargs):
     return plan(report.recipes[0], recipe_dir, recipe_dir.parents[1], tmp_path, **kwargs)
 
 
-@pytest.mark.parametrize(
-    ("name", "family"),
-    [
-        ("Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl"),
-        ("./pretrained/Qwen3-VL-8B-Base-stage1", "qwen3_vl"),
-        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl"),
-        ("Qwen/Qwen2-VL-2B", "qwen2_vl"),
-        ("Qwen/Qwen3-8B-Base", "qwen3"),
-        ("google/vit-base-patch16-224", "vit"),
-        ("acme/mystery-7b", None),
-        ("Qwen/Qwen3-30B-A3B-MoE", None),  # near miss: a MoE's structure cannot come from a preset
-    ],
-)
-def test_family_from_name(name: str, family: str | None) -> None:
-    assert family_from_name(name) == family
-
-
 def test_a_real_config_keeps_every_depth_and_structure_field_and_shrinks_only_widths() -> None:
     tiny, shrunk = shrink(QWEN3_VL_2B)
     text, vision = tiny["text_config"], tiny["vision_config"]
@@ -114,14 +95,30 @@ def test_model_config_wins_and_its_depth_is_honoured(tmp_path: Path) -> None:
     assert "--model-config" in model.source and "real depth" in model.source
 
 
-def test_an_unknown_depth_is_above_the_recompile_limit_and_said_so(tmp_path: Path) -> None:
+def test_a_checkpoint_not_here_is_resolved_at_the_recipes_call_with_its_depth_unknown(tmp_path: Path) -> None:
     model = plan_model("Qwen/Qwen3-VL-8B-Instruct", tmp_path, None, {}, {"max_pixels": 1048576})
-    assert model.depth["text layers"] == UNKNOWN_DEPTH == model.depth["vision blocks"] and not model.depth_known
-    assert "real depth is unknown" in model.source and "--model-config" in model.source
-    assert model.processor == {
-        "model_type": "qwen3_vl",
-        "geometry": {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2, "max_pixels": 1048576},
+    assert model.config is None and model.resolved_at_call and not model.depth_known and model.vision
+    assert "the config class the recipe's own load call resolves" in model.source and "--model-config" in model.source
+
+
+def test_a_remote_code_config_keeps_its_auto_map_and_its_code_goes_beside_the_checkpoint(tmp_path: Path) -> None:
+    real = {
+        "model_type": "tinyvend",
+        "hidden_size": 1024,
+        "num_hidden_layers": 3,
+        "auto_map": {
+            "AutoConfig": "configuration_tinyvend.TinyVendConfig",
+            "AutoModelForCausalLM": "modeling_tinyvend.TinyVendForCausalLM",
+        },
     }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(real))
+    vendored = [str(RECIPES / "vendored_lm" / "third_party" / "configuration_tinyvend.py")]
+    model = plan_model("/cluster/tv", tmp_path, path, {}, {}, vendored)  # no code beside it: the vendored copy
+    assert model.config is not None and model.config["auto_map"] == real["auto_map"]
+    assert sorted(Path(f).name for f in model.code_files) == ["configuration_tinyvend.py", "modeling_tinyvend.py"]
+    with pytest.raises(NotPlanned, match="not on this machine, neither beside the config nor vendored"):
+        plan_model("/cluster/tv", tmp_path, path, {}, {}, [])
 
 
 def test_local_checkpoint_and_hub_cache_config_win_over_the_name(
@@ -146,9 +143,7 @@ def test_local_checkpoint_and_hub_cache_config_win_over_the_name(
     assert "Hugging Face cache" in model.source
 
 
-def test_an_unknown_architecture_is_not_planned_and_names_the_flag(tmp_path: Path) -> None:
-    with pytest.raises(NotPlanned, match="--model-config"):
-        _plan(RECIPES / "lm_unknown", tmp_path)
+def test_a_bad_model_config_is_not_planned(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps({"architectures": ["X"]}))
     with pytest.raises(NotPlanned, match="no model_type"):
         plan_model("acme/mystery-7b", tmp_path, tmp_path / "bad.json", {}, {})
@@ -255,12 +250,12 @@ def test_missing_data_read_through_mvp_dataset_gets_synthetic_rows(tmp_path: Pat
 def test_plan_of_a_fixture_recipe(tmp_path: Path) -> None:
     p = _plan(RECIPES / "lm_blocks", tmp_path)
     assert p.stage == "train" and p.world.world_size == 2 and "parallel.mesh.replicate=2" in p.overrides
-    assert f"model.pretrained_model_name_or_path={tmp_path / 'tiny-checkpoint'}" in p.overrides
+    assert not any(o.startswith("model.pretrained_model_name_or_path=") for o in p.overrides)  # read at its call
     assert "model.attn_implementation=sdpa" in p.overrides and "loop.total_steps=8" in p.overrides
     assert (p.backend, p.mode) == ("aot_eager", "default") and "unless --backend inductor" in p.backend_reason
     assert p.spec["engine_module"] == "recipes.lm_blocks.engine.lm_blocks_engine"
     assert p.spec["targets"] == ["model.layers.*"] and p.spec["data"]["mode"] == "own"
-    assert p.spec["checkpoint"]["config"]["num_hidden_layers"] == UNKNOWN_DEPTH
+    assert p.spec["checkpoint"] is None and p.model.resolved_at_call and p.spec["model_hints"]
     assert _plan(RECIPES / "lm_blocks", tmp_path, cpu_only=False).backend == "inductor"
     assert _plan(RECIPES / "lm_blocks", tmp_path, world_size=1).world.world_size == 1
     static = _plan(RECIPES / "lm_static", tmp_path)

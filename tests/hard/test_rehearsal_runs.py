@@ -50,7 +50,7 @@ def test_per_block_compile_passes_on_two_ranks_against_the_measured_noise_floor(
     assert blocks.twins == ["reference", "eager", "compiled"] and blocks.precision == "bf16 (optim.mixed_precision)"
     assert blocks.parity_rule and "float32 reference" in blocks.parity_rule
     assert all(s.grad_err_eager is not None and s.grad_err is not None for s in blocks.steps)
-    # measured on the built model: above the recompile limit, the preset's depth
+    # measured on the built model: above the recompile limit, the unknown-depth policy's depth
     assert blocks.depth == {"model.layers": "10 Qwen3DecoderLayer"} and blocks.depth_known is False
     assert blocks.target_checks == ["'model.layers.*': 10 of 10 blocks compiled"]
     assert blocks.keys["state_dict"].endswith("unchanged") and blocks.keys["dcp"].endswith("unchanged")

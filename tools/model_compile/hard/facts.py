@@ -77,6 +77,30 @@ class CoverageEntry(BaseModel):
     base_compiled: float | None = Field(default=None, description="the base's share, on a change")
 
 
+Owner = Literal["recipe", "change", "environment", "stand-in", "tool"]
+
+
+class Attribution(BaseModel):
+    """Whose failure one failure is, and the evidence that decides it."""
+
+    failure: str = Field(description="the failure, as the rehearsal says it")
+    owner: Owner = Field(
+        description="recipe (its own code, with the tool's additions out of the way), change (new against a base "
+        "that trains), environment (what this machine or interpreter lacks or has at another revision), stand-in "
+        "(the rehearsal's model, config or data standing in for the real one), tool (model-compile's own code or "
+        "instruments)"
+    )
+    part: str = Field(default="", description="which of it: its code, an instrument, the model, the data, a module...")
+    evidence: list[str] = Field(default_factory=list, description="the frames that raised, what decided it")
+    control: str | None = Field(
+        default=None,
+        description="the control run where frames do not decide (without the instrument, the base, compile off), and its result",
+    )
+    ruled_out: list[str] = Field(default_factory=list, description="owners the evidence rules out, and how")
+    not_ruled_out: list[str] = Field(default_factory=list, description="what the evidence cannot rule out")
+    supply: str | None = Field(default=None, description="the option or command that supplies what is missing")
+
+
 class RehearsalStep(BaseModel):
     """One optimizer step of the rehearsal (its micro-steps), on rank 0: the compiled twin against the reference."""
 
@@ -109,7 +133,13 @@ class RehearsalFacts(BaseModel):
 
     status: LayerStatus = "not-run"
     reason: str | None = None
-    fault: str = Field(default="", description="'tool' when model-compile's own code failed (status tool-error)")
+    fault: str = Field(
+        default="", description="the owner of the failure that stopped the run (see attribution): '' when none did"
+    )
+    attribution: list[Attribution] = Field(
+        default_factory=list,
+        description="whose each failure is (the run's stop and each judged problem), with evidence",
+    )
     detail: str = Field(default="", description="the child's traceback tail when it stopped")
     label: str = Field(description="'cpu-only (tiny model)' or 'accelerator:<name> (tiny model)'")
     stage: str | None = None
@@ -187,8 +217,16 @@ class RehearsalFacts(BaseModel):
     coverage_failures: list[str] = Field(
         default_factory=list, description="compiled targets whose hot path ran eager (`compile has no effect on X`)"
     )
+    coverage_unmeasured: list[str] = Field(
+        default_factory=list,
+        description="'coverage not measured for X (why)': regions the coverage map could not count (a higher-order "
+        "operator's body run outside a compiled graph, the meter's own failure); the run went on",
+    )
     block_parts: dict[str, list[str]] = Field(
         default_factory=dict, exclude=True, description="each repeated-block group: its parts carrying its work"
+    )
+    data_failure_raised: dict[str, Any] = Field(
+        default_factory=dict, exclude=True, description="what raised in the recipe's data path, as the child read it"
     )
     batch_keys: list[str] = Field(
         default_factory=list, exclude=True, description="the keys of the batches the compiled twin was fed"

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from model_compile.hard.facts import (  # noqa: F401 - re-exported: the rehearsal's facts live in hard/facts.py
+    Attribution,
     ChangedLines,
     CoverageEntry,
     EagerCause,

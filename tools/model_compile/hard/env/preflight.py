@@ -16,16 +16,15 @@ never a recipe failure.
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_compile.hard.env import lock
+from model_compile.hard.env.imports import _is_repo_module, walk
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.models import Environment
-
-TEST_FILES = ("conftest.py", "test_structure.py", "test_smoke.py")
 
 # Runs in the target interpreter (any Python >= 3.8, nothing but the stdlib imported up front).
 _SCRIPT = r"""
@@ -96,6 +95,46 @@ for name in spec["modules"]:
     if not item["ok"]:
         item.update(kind="import", missing=name, error="ModuleNotFoundError: No module named %r" % name)
     out["imports"].append(item)
+out["later"] = [name for name in spec.get("later", []) if not found(name)]
+# what the distributions the run imports declare and this interpreter lacks (as `pip check` would say)
+out["unmet"] = []
+try:
+    import re
+    from importlib import metadata
+    owners = metadata.packages_distributions()
+    try:
+        from packaging.requirements import Requirement
+    except Exception:
+        Requirement = None
+    seen = set()
+    for name in spec["modules"]:
+        for dist_name in owners.get(name, []):
+            if dist_name in seen:
+                continue
+            seen.add(dist_name)
+            try:
+                dist = metadata.distribution(dist_name)
+            except Exception:
+                continue
+            for text in dist.requires or []:
+                if Requirement is not None:
+                    try:
+                        req = Requirement(text)
+                        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                            continue
+                        wanted = req.name
+                    except Exception:
+                        continue
+                elif ";" in text:
+                    continue
+                else:
+                    wanted = re.split(r"[ <>=!~\[(]", text.strip(), 1)[0]
+                try:
+                    metadata.version(wanted)
+                except metadata.PackageNotFoundError:
+                    out["unmet"].append({"package": wanted, "by": "%s %s" % (dist_name, dist.version)})
+except Exception:
+    pass
 print("MODEL_COMPILE_PREFLIGHT " + json.dumps(out))
 """
 _MARK = "MODEL_COMPILE_PREFLIGHT "
@@ -108,6 +147,7 @@ class Problem:
     missing: str
     fix: str
     package: str | None = None  # what `pip install` would take (a module name; a distribution may differ)
+    locked: str | None = None  # the repository's pin of it (`uv.lock: 1.2.3`), None when it declares none
 
 
 @dataclass
@@ -121,6 +161,8 @@ class Preflight:
     model_compile_file: str | None = None  # where `model_compile.runtime` imports from there, if anywhere
     pip: str = ""  # `<interpreter> -m pip install`
     alternatives: list[str] = field(default_factory=list)  # uv sync, the repo's own env, --python
+    later: list[Problem] = field(default_factory=list)  # imported inside functions or by vendored model code
+    sync: str = ""  # the repository's own sync command, for what its lock pins
 
     @property
     def ok(self) -> bool:
@@ -128,129 +170,38 @@ class Preflight:
         return not self.problems
 
     def reason(self, interp: Interpreter) -> str:
-        """`environment: <what is missing> in <interpreter>`."""
-        return f"environment: {'; '.join(p.missing for p in self.problems)} in {interp.path}"
+        """`environment: <every module missing, each with the lock's word> in <interpreter>`, in one line."""
+        return f"environment: {self.missing_line()} in {interp.path}"
+
+    def missing_line(self, with_later: bool = True) -> str:
+        """Every module the run needs that the interpreter lacks, each with what the repository's pins say."""
+        items = [*self.problems, *(self.later if with_later else [])]
+        return "; ".join(dict.fromkeys(f"{p.missing} [{p.locked or 'not declared by the repository'}]" for p in items))
 
     def lines(self) -> list[str]:
         """For the report: each missing piece, the fix, and import problems that are the recipe's own."""
-        out = [f"missing: {p.missing}" for p in self.problems]
-        if self.problems:
+        out = [f"missing: {p.missing} [{p.locked or 'not declared by the repository'}]" for p in self.problems]
+        out += [f"missing where the run reaches it: {p.missing} [{p.locked or 'not declared'}]" for p in self.later]
+        if self.problems or self.later:
             out.append(f"fix: {self.fixes()}")
         return out + [f"note: {n}" for n in self.notes]
 
-    def fixes(self) -> str:
-        """The fixes, one line: one `pip install` for every missing package, or the repo's own way."""
-        packages = [p.package for p in self.problems if p.package]
-        other = [p.fix for p in self.problems if not p.package]
-        if packages and self.pip:
-            other.insert(0, f"{self.pip} {' '.join(dict.fromkeys(packages))}")
-        return "; or ".join(dict.fromkeys(other + self.alternatives))
-
-
-def import_name(path: Path) -> tuple[str, Path]:
-    """(dotted module name, sys.path entry) for a file, as pytest's default `prepend` import mode finds them."""
-    parts = [path.stem] if path.name != "__init__.py" else []
-    folder = path.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        parts.insert(0, folder.name)
-        folder = folder.parent
-    return ".".join(parts), folder
-
-
-def _imports_of(tree: ast.Module) -> list[tuple[int, str]]:
-    """(level, module) of every import that runs at import time: module level, in top-level `if`/`try`
-    blocks, but not under `if TYPE_CHECKING:` nor in a `try` that handles ImportError (optional imports)."""
-    out: list[tuple[int, str]] = []
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.Import):
-                out.extend((0, a.name) for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
-                base = node.module or ""
-                out.append((node.level, base))
-                if node.level and not base:  # `from . import x`: x may be a module
-                    out.extend((node.level, a.name) for a in node.names)
-            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
-                visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                handled = " ".join(ast.unparse(h.type) for h in node.handlers if h.type is not None)
-                if "ImportError" not in handled and "ModuleNotFoundError" not in handled and "Exception" not in handled:
-                    visit(node.body)
-
-    visit(tree.body)
-    return out
-
-
-def _repo_file(module: str, paths: list[str]) -> Path | None:
-    rel = Path(*module.split("."))
-    for p in paths:
-        for candidate in (Path(p) / rel.with_suffix(".py"), Path(p) / rel / "__init__.py"):
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-MAX_SCANNED = 400  # repository modules read while following imports
-
-
-def modules_to_check(recipe_root: Path, repo_root: Path) -> tuple[dict[str, str], list[str]]:
-    """({third-party top-level module: repository file that imports it}, sys.path entries).
-
-    Starts from the recipe's engine and schema modules and what its tests import, and follows the
-    imports that resolve to repository files (statically, bounded); every other top-level name is one
-    the interpreter must have."""
-    modules: dict[str, str] = {}
-    paths: list[str] = [str(repo_root)]
-    files = [recipe_root / "configs" / "schema.py", *sorted((recipe_root / "engine").glob("*_engine.py"))]
-    if len(files) == 1:
-        files += [p for p in sorted((recipe_root / "engine").glob("*.py")) if p.name != "__init__.py"]
-    files = [f for f in files if f.is_file()]
-    for file in files:
-        _, base = import_name(file)
-        if str(base) not in paths:
-            paths.append(str(base))
-    files += [recipe_root / "tests" / t for t in TEST_FILES if (recipe_root / "tests" / t).is_file()]
-    seen: set[Path] = set()
-    queue = list(files)
-    while queue and len(seen) < MAX_SCANNED:
-        path = queue.pop(0).resolve()
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError, RecursionError):
-            continue
-        package = import_name(path)[0].split(".")
-        if path.name != "__init__.py":
-            package = package[:-1]
-        for level, name in _imports_of(tree):
-            if level:
-                anchor = package[: len(package) - (level - 1)] if level > 1 else package
-                name = ".".join([*anchor, name] if name else anchor)
-            if not name:
-                continue
-            target = _repo_file(name, paths)
-            if target is not None:
-                queue.append(target)
-                parent = _repo_file(name.rsplit(".", 1)[0], paths) if "." in name else None
-                if parent is not None:
-                    queue.append(parent)
-                continue
-            top = name.split(".")[0]
-            if level == 0 and not _is_repo_module(top, repo_root, paths):
-                rel = path.relative_to(repo_root.resolve()) if path.is_relative_to(repo_root.resolve()) else path
-                modules.setdefault(top, str(rel))
-    return modules, paths
-
-
-def _is_repo_module(name: str | None, repo_root: Path, paths: list[str]) -> bool:
-    if not name:
-        return False
-    top = name.split(".")[0]
-    return any((Path(p) / top).is_dir() or (Path(p) / f"{top}.py").is_file() for p in [str(repo_root), *paths])
+    def fixes(self, with_later: bool = True) -> str:
+        """The fixes, one line: the repository's sync for what its lock pins, one `pip install` for the rest (the
+        repository does not declare them), or another interpreter."""
+        items = [*self.problems, *(self.later if with_later else [])]
+        pinned = [str(p.package) for p in items if p.package and p.locked]
+        undeclared = [str(p.package) for p in items if p.package and not p.locked]
+        parts: list[str] = []
+        if pinned and self.sync:
+            parts.append(f"{self.sync} (the lock pins {', '.join(dict.fromkeys(pinned))})")
+        else:
+            undeclared = pinned + undeclared
+        if undeclared and self.pip:
+            parts.append(f"{self.pip} {' '.join(dict.fromkeys(undeclared))}")
+        parts += [p.fix for p in items if not p.package]
+        parts += [a for a in self.alternatives if not (self.sync and a.startswith(self.sync))]
+        return "; or ".join(dict.fromkeys(parts))
 
 
 def run(
@@ -261,8 +212,11 @@ def run(
     timeout_s: float = 180.0,
 ) -> Preflight:
     """Ask `interp` what it has; one subprocess, run from the repository root."""
-    modules, paths = modules_to_check(recipe_root, repo_root)
-    spec = json.dumps({"modules": list(modules), "sys_path": paths})
+    from model_compile.runtime.rehearsal.models.names import vendored_configs
+
+    vendored = [p for c in vendored_configs(recipe_root, repo_root) for p in sorted(Path(c).parent.glob("*.py"))]
+    modules, later, paths = walk(recipe_root, repo_root, list(dict.fromkeys(vendored)))
+    spec = json.dumps({"modules": list(modules), "later": list(later), "sys_path": paths})
     data: dict = {}
     failure = None
     try:
@@ -285,7 +239,7 @@ def run(
         failure = f"the interpreter did not answer within {timeout_s:g} s"
     except (OSError, ValueError) as exc:
         failure = f"{type(exc).__name__}: {exc}"
-    return _interpret(data, failure, interp, repo_root, paths, modules)
+    return _interpret(data, failure, interp, repo_root, paths, {**later, **modules})
 
 
 def _interpret(
@@ -314,11 +268,21 @@ def _interpret(
         return result
     result.pip = f"{interp.path} -m pip install"
     result.alternatives = _alternatives(repo_root, interp)
+    pins = lock.pins(repo_root)
+    if (repo_root / "uv.lock").is_file():
+        result.sync = f"cd {repo_root} && uv sync"
+
+    def locked(package: str) -> str | None:
+        pin = pins.get(lock.normalise(package))
+        return f"{pin[1]} pins {pin[0]}" if pin else None
+
     if not data.get("pytest"):
-        result.problems.append(Problem("pytest", result.pip + " pytest", "pytest"))
+        result.problems.append(Problem("pytest", result.pip + " pytest", "pytest", locked("pytest")))
     if not data.get("torch"):
         why = data.get("torch_error", "")
-        result.problems.append(Problem("torch" + (f" ({why})" if "No module" not in why else ""), result.pip, "torch"))
+        result.problems.append(
+            Problem("torch" + (f" ({why})" if "No module" not in why else ""), result.pip, "torch", locked("torch"))
+        )
     for item in result.imports:
         if item.get("ok"):
             continue
@@ -328,10 +292,17 @@ def _interpret(
             if any(p.package == top for p in result.problems):
                 continue
             result.problems.append(
-                Problem(f"{top} (imported by {origins.get(item['module'], item['module'])})", "", top)
+                Problem(f"{top} (imported by {origins.get(item['module'], item['module'])})", "", top, locked(top))
             )
         else:
             result.notes.append(f"import {item['module']}: {item.get('error')}")
+    for unmet in data.get("unmet") or []:  # declared by a distribution the run imports: needed, as pip check says
+        name = str(unmet.get("package"))
+        if not any(lock.normalise(str(p.package)) == lock.normalise(name) for p in result.problems):
+            result.problems.append(Problem(f"{name} (required by {unmet.get('by')})", "", name, locked(name)))
+    for top in data.get("later") or []:  # where the run reaches it: inside a function, in vendored model code
+        if not _is_repo_module(top, repo_root, paths) and not any(p.package == top for p in result.problems):
+            result.later.append(Problem(f"{top} (imported by {origins.get(top, top)})", "", top, locked(top)))
     return result
 
 

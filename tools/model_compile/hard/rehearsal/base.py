@@ -255,9 +255,40 @@ def read_keys(
     head.keys_documented = keys.documented(repo_root, changed)
 
 
+def _breaks_eager(head: RehearsalFacts, base: RehearsalFacts) -> bool:
+    """The head's training fails with compile off where the base's trains: its own code (or the rehearsal's model
+    and batches, which the base ran too) raised, nothing the environment or the tool is to blame for."""
+    stop = head.attribution[0] if head.attribution else None
+    eager = bool(head.reason) and "(compile off)" in str(head.reason)
+    return (
+        head.status == "not-run"
+        and eager
+        and stop is not None
+        and stop.owner in ("recipe", "stand-in")
+        and stop.part in ("", "data")
+        and _ran(base)
+    )
+
+
 def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
     """The head judged against its base: what the change made worse fails it (new with the change); a head that
-    fails only with what the base has too is an existing failure."""
+    fails only with what the base has too is an existing failure; a head whose training fails with compile off
+    where the base's trains fails, new with the change (the base is the control: the same tool, model and
+    batches)."""
+    if _breaks_eager(head, base):
+        stop = head.attribution[0]
+        stop.owner, stop.part = "change", "its training with compile off"
+        stop.control = f"the base ({rev}) trains the same run: {base.status}"
+        stop.ruled_out.append(
+            "the rehearsal's stand-in model and batches, its instruments and this environment: the base ran the same "
+            "and trains"
+        )
+        stop.not_ruled_out = []
+        head.status, head.fault, head.existing = "failed", "change", False
+        reason = str(head.reason).split(" [whose:", 1)[0]
+        head.problems = [f"new with the change: the training fails with compile off, the base's trains: {reason}"]
+        head.reason = head.problems[0] + " [whose: the change's]"
+        return
     head.regressions = regressions(head, base)
     doubt = uncertain(base) if _ran(head) and _ran(base) else None
     if doubt:

@@ -159,6 +159,9 @@ def _rehearse_base(
         "for the comparison (cached after by the files it reads, so a rerun skips it)"
     )
     _share_compile_cache(out_dir, out_dir / "base")
+    from model_compile.hard.rehearsal.stage_keys import base_overrides
+
+    kept, dropped = base_overrides(found, recipe_b, repo_b, list(options.config_overrides), options.config_name)
     facts, _ = execute(
         found,
         recipe_b,
@@ -167,10 +170,16 @@ def _rehearse_base(
         env,
         environment,
         out_dir / "base",
-        replace(options, base=None),
+        replace(options, base=None, config_overrides=kept),
         flag,
         trial_fixes=False,
     )
+    if dropped:
+        facts.notes.insert(
+            0,
+            f"--config-override {', '.join(dropped)}: not a key of the base's stage config, so the base runs "
+            "without it (as it runs by default)",
+        )
     return facts
 
 

@@ -17,12 +17,11 @@ from model_compile.errors import InputError
 from model_compile.hard.env import interpreter, preflight, probe
 from model_compile.hard.models import Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal import run as rehearsal
+from model_compile.hard.rehearsal import stage_keys
 from model_compile.hard.rehearsal.planning import overrides
 from model_compile.hard.rehearsal.planning.overrides import read_model_config
 from model_compile.hard.rehearsal.planning.plan import NotPlanned, Plan, plan
 from model_compile.hard.rehearsal.render import instead_of_inductor
-from model_compile.parse import recipe_test_options as test_options
-from model_compile.parse.recipe_test_options import CONFIG_NAME
 from model_compile.vocabulary import BACKENDS
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ def plan_for(
         repo_root,
         out_dir,
         stage=options.config_name,
-        conftest_default=_conftest_default(recipe_root, repo_root),
+        conftest_default=stage_keys.conftest_default(recipe_root, repo_root),
         backend=options.backend,
         steps=options.steps,
         model_config=options.model_config,
@@ -149,7 +148,8 @@ def execute(
     try:
         planned = plan_for(recipe, recipe_root, repo_root, out_dir, options, environment.cpu_only)
     except NotPlanned as exc:
-        return rehearsal.not_run(str(exc), label), base_cmd
+        part = exc.part or ("not wired for compile" if "does not compile" in str(exc) else "its files")
+        return rehearsal.not_run(str(exc), label, exc.owner, part), base_cmd
     job = None
     if options.base:
         from model_compile.hard.env.worktree import since
@@ -204,6 +204,12 @@ def _head(
             facts = single
             used, used_dir = one, out_dir / "one-rank"
             cmd = rehearsal.command(recipe_root, one, flag, extra)
+    if facts.status != "passed":
+        from model_compile.hard.rehearsal import controls
+
+        facts = controls.without_instruments(facts, used, interp, env, used_dir, options.timeout_s)
+        _whole_environment(facts, interp, recipe_root, repo_root, env)
+        rehearsal.write_summary(facts, used_dir)
     if job is not None:  # the base ran beside the head's run: joined before the fixes, which it decides on
         from model_compile.hard.rehearsal import beside
 
@@ -223,6 +229,22 @@ def _head(
     if job is not None:
         rehearsal.write_summary(facts, out_dir)  # the head's record with the base beside it
     return facts, cmd
+
+
+def _whole_environment(
+    facts: RehearsalFacts, interp: interpreter.Interpreter, recipe_root: Path, repo_root: Path, env: dict[str, str]
+) -> None:
+    """A run stopped on a package the interpreter lacks: every module the run needs that it lacks, in one line,
+    each with what the repository's pins say, and the one command that supplies them (not one module a run)."""
+    att = facts.attribution[0] if facts.attribution else None
+    if att is None or att.owner != "environment" or att.part != "a package":
+        return
+    pre = preflight.run(interp, recipe_root, repo_root, env)
+    line = pre.missing_line()
+    if line:
+        att.evidence.append(f"every module the run needs that {interp.path} lacks: {line}")
+        att.supply = pre.fixes()
+        facts.reason = f"{facts.reason}; everything missing: {line}; fix: {att.supply}"
 
 
 def with_base(
@@ -285,28 +307,9 @@ def layer_where(facts: RehearsalFacts, interpreter_path: str) -> str:
     return f"{facts.label}{backend}{ranks}, {interpreter_path}"
 
 
-def _conftest_default(recipe_root: Path, repo_root: Path) -> str | None:
-    conv = test_options.read(recipe_root, repo_root)
-    default = conv.default_of(CONFIG_NAME) if conv.registers(CONFIG_NAME) else conv.smoke_config_name
-    return default if isinstance(default, str) else None
-
-
 def check_overrides(recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options) -> None:
-    """Before anything runs: each --config-override names a key of the stage the rehearsal would run (InputError
-    otherwise). A recipe the rehearsal cannot plan is left to say so when it runs."""
-    if not options.config_overrides or recipe is None:
-        return
-    from model_compile.hard.rehearsal.planning.plan import choose_stage, load_stage, schema_file_of
-    from model_compile.hard.stages import stage_files
-
-    try:
-        name, _ = choose_stage(recipe, recipe_root, options.config_name, _conftest_default(recipe_root, repo_root))
-        data = load_stage(stage_files(recipe_root)[name])
-    except NotPlanned:
-        return
-    overrides.check(
-        options.config_overrides, data, name, schema_file_of(recipe, recipe_root), recipe.config.schema_.root_class
-    )
+    """Each --config-override names a key of the stage the rehearsal would run (hard.rehearsal.stage_keys)."""
+    stage_keys.check_overrides(recipe, recipe_root, repo_root, options.config_overrides, options.config_name)
 
 
 def standalone(
@@ -335,7 +338,9 @@ def standalone(
     pre = preflight.run(interp, recipe_root, repo_root, env)
     environment = pre.environment
     if not pre.ok:
-        facts = rehearsal.not_run(f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment))
+        facts = rehearsal.not_run(
+            f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment), "environment", "a package", pre.fixes()
+        )
         return facts, environment, f"model-compile rehearse {recipe_root}"
     probed = child_env_with_probe(env, pre.model_compile_file, out_dir)
     facts, cmd = execute(

@@ -206,6 +206,7 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     # a failure its base has too
     out = [base_line(facts)] if facts.versus_base else []
     out += [f"FAILED: {readable_guard(p, 400)} {where}" for p in facts.problems]
+    out += [line.strip() for line in attribution_lines(facts, limit=2) if line.startswith("whose:")]
     out += [f"near the recompile limit: {n}" for n in facts.near_limit]
     for fix in facts.fixes:
         out.append(fix_line(fix))
@@ -256,9 +257,22 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
     return out
 
 
+def attribution_lines(facts: RehearsalFacts, limit: int = 4) -> list[str]:
+    """Whose each failure is, with its evidence, control, what is not ruled out and what supplies it."""
+    out = []
+    for att in facts.attribution[:limit]:
+        part = f" ({att.part})" if att.part else ""
+        out.append(f"whose: {att.owner}{part} - {shorten('; '.join(att.evidence[:2]), 400)}")
+        said = {"control": [att.control or ""], "ruled out": att.ruled_out, "not ruled out": att.not_ruled_out}
+        said["supply"] = [att.supply or ""]
+        out += [f"  {label}: {shorten('; '.join(items), 300)}" for label, items in said.items() if any(items)]
+    return out
+
+
 def text(facts: RehearsalFacts, command: str) -> str:
     reason = readable_guard(facts.reason) if facts.reason else ""
     lines = [f"rehearsal: {facts.status}" + (f" - {reason}" if reason else "") + f"  [{facts.label}]"]
+    lines += attribution_lines(facts)
     if facts.stage:
         lines.append(f"stage: {facts.stage} ({facts.stage_reason})")
     if facts.model_source:
@@ -289,6 +303,7 @@ def text(facts: RehearsalFacts, command: str) -> str:
         lines += [f"  {row}" for row in coverage_rows(facts)]
         if facts.coverage and facts.coverage_note:
             lines.append(f"  ({facts.coverage_note})")
+    lines += [f"  {shorten(line, 400)}" for line in facts.coverage_unmeasured[:6]]
     if facts.keys:
         lines.append("keys: " + "; ".join(f"{k} {v}" for k, v in facts.keys.items()))
     if facts.steps:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -21,9 +22,9 @@ from model_compile.hard.env import proc
 from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.env.memwatch import MemoryWatch
-from model_compile.hard.models import LayerResult, RehearsalFacts
+from model_compile.hard.models import Attribution, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal.planning.plan import Plan
-from model_compile.hard.rehearsal.reading import judge
+from model_compile.hard.rehearsal.reading import attribution, judge
 from model_compile.hard.rehearsal.seen import faults as seen_faults
 from model_compile.runtime.rehearsal.config import precision_plan
 
@@ -88,11 +89,13 @@ STALE = ("record-*.json", "tensors-*.pt", "init-*.pt", "trace/dedicated_log_torc
 
 
 def clear_stale(out_dir: Path) -> None:
-    """A reused --out: an earlier run's records, tensors and trace go, so only this run's are read."""
+    """A reused --out: an earlier run's records, tensors, trace and stand-ins go, so only this run's are read (a
+    stand-in made by another run, or another version of the tool, is not this run's)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for pattern in STALE:
         for stale in out_dir.glob(pattern):
             stale.unlink()
+    shutil.rmtree(out_dir / "models", ignore_errors=True)
 
 
 def run(
@@ -130,6 +133,7 @@ def run(
     facts.wall_s = round(time.monotonic() - started, 2)
     read_started = time.monotonic()
     judge.read(facts, plan, records, out_dir / "trace", repo)
+    attribution.attribute(facts, records, repo)
     facts.timings["read"] = round(time.monotonic() - read_started, 2)
     if facts.server_start_s is not None:
         facts.timings["server"] = facts.server_start_s
@@ -209,7 +213,7 @@ def _twins(
             and spec["precision"].get("reference_dtype") == "float64"
             and not timed_out
             and not killed
-            and fault not in ("environment", "input")
+            and fault not in ("environment", "input", "stand-in")
         ):
             # the recipe's code does not run in float64: the eager twin is the reference, at a fixed tolerance
             why = next((r.get("reason") for r in records[twin] if r.get("status") != "done"), "") or "it stopped"
@@ -236,8 +240,18 @@ def write_summary(facts: RehearsalFacts, out_dir: Path) -> None:
         pass
 
 
-def not_run(reason: str, label: str) -> RehearsalFacts:
-    return RehearsalFacts(status="not-run", reason=reason, label=label, limits=LIMITS)
+def not_run(
+    reason: str, label: str, owner: str | None = None, part: str = "", supply: str | None = None
+) -> RehearsalFacts:
+    """A rehearsal that did not start; `owner`: whose the reason is (a recipe not wired for compile, the
+    environment's missing modules, a stand-in's unreadable config)."""
+    facts = RehearsalFacts(status="not-run", reason=reason, label=label, limits=LIMITS)
+    if owner:
+        facts.fault = owner
+        facts.attribution = [
+            Attribution(failure=reason, owner=owner, part=part, evidence=[reason], supply=supply)  # type: ignore[arg-type]
+        ]
+    return facts
 
 
 def to_layer(facts: RehearsalFacts, cmd: str, cwd: str, where: str) -> LayerResult:

@@ -28,7 +28,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal.config import LOW, precision_plan, read_precision, twin_overrides
+from model_compile.runtime.rehearsal.config import (
+    LOW,
+    full_precision_wrap,
+    precision_plan,
+    read_precision,
+    twin_overrides,
+)
+from model_compile.runtime.rehearsal.measure import packages
 from model_compile.runtime.rehearsal.record import (
     Record,
     Stop,
@@ -53,24 +60,6 @@ def _process_group(world: int, one_rank: bool = False) -> None:
         import datetime
 
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
-
-
-def _full_precision_wrap() -> None:
-    """The reference twin only: FSDP2's mixed-precision policy dropped, so the reference computes in fp32."""
-    try:
-        import torch.distributed.fsdp as fsdp
-    except ImportError:
-        return
-    original = fsdp.fully_shard
-
-    def fully_shard(*args: Any, **kwargs: Any) -> Any:
-        kwargs.pop("mp_policy", None)
-        return original(*args, **kwargs)
-
-    for name in ("__wrapped__", "state"):
-        if hasattr(original, name):
-            setattr(fully_shard, name, getattr(original, name))
-    fsdp.fully_shard = fully_shard
 
 
 def _engine(spec: dict[str, Any], twin: str, record: Record) -> Any:
@@ -172,7 +161,12 @@ def prepare(spec: dict[str, Any], record: Record) -> None:
         reference = "float32" if str(precision.get("value") or "").lower() in LOW else "float64"
         t0 = time.perf_counter()
         with guarded("checkpoint", "not-run", "the tiny checkpoint could not be built"):
-            facts = assets.write_checkpoint(spec["checkpoint"], reference)
+            try:
+                facts = assets.write_checkpoint(spec["checkpoint"], reference)
+            except Exception as exc:
+                from model_compile.runtime.rehearsal.models.state import unfit_checkpoint
+
+                raise unfit_checkpoint(exc, spec.get("repo_root")) from exc
         record.phase("checkpoint", seconds=round(time.perf_counter() - t0, 2), **facts)
     data = spec.get("data") or {}
     if data.get("mode") == "rows":
@@ -190,10 +184,12 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     from model_compile.runtime.rehearsal.models import intercept
 
-    intercept.install(spec)  # before the recipe's modules import: every model it builds is seen
+    # before the recipe's modules import: every model it builds is seen (widened for the reference twin)
+    widened = "float64" if (spec.get("precision") or {}).get("reference_dtype") == "float64" else "float32"
+    intercept.install(spec, widened if twin == "reference" else None)
     seen = _data(spec, record)
     if twin == "reference":
-        _full_precision_wrap()
+        full_precision_wrap()
     with guarded("engine", "not-run", "the process group could not be started"):
         _process_group(world)
     wanted = _changed_lines(spec) if twin in ("eager", "compiled") else {}
@@ -249,11 +245,18 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
         record.data["micro_steps"] = driver.micro
         record.data["sync_checks"] = driver.sync_checks
         record.data["feed"] = feed.facts
+        record.data["instruments"] = [  # the tool's instruments this failure ran under
+            *(["the coverage meter (counting this micro-step)"] if driver.measuring else []),
+            *(["the compiled-graph hook"] if twin == "compiled" and (spec.get("coverage", True) or wanted) else []),
+            *(["the changed-line counter"] if counter is not None else []),
+        ]
         missing = not_here(exc)
         if isinstance(exc, Stop):
             raise
         if missing is not None:
-            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault) from exc
+            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault).because(
+                exc
+            ) from exc
         frame = tool_frame(exc.__traceback__)
         status = "failed" if twin == "compiled" and driver.model is not None else "not-run"
         if frame:
@@ -263,7 +266,7 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
                 f"model-compile's own code failed at {frame}: {short_error(exc)}",
                 traceback.format_exc(),
                 fault="tool",
-            ) from exc
+            ).because(exc) from exc
         where = "training" if driver.model is not None else "set-up (before_train)"
         step = f" at micro-step {len(driver.micro)}" if driver.model is not None else ""
         if driver.model is not None and feed.mode == "batches":  # the batch it failed on was the tool's
@@ -276,14 +279,14 @@ def train(spec: dict[str, Any], twin: str, rank: int, record: Record) -> None:
                 f"environment: the recipe's {where} raised{step}: {absent}",
                 traceback.format_exc(),
                 fault="environment",
-            ) from exc
+            ).because(exc) from exc
         raise Stop(
             phase,
             status,
             f"the recipe's {where} raised{step} with compile {'on' if twin == 'compiled' else 'off'}: "
             f"{short_error(exc)}",
             traceback.format_exc(),
-        ) from exc
+        ).because(exc) from exc
     record.data["micro_steps"] = driver.micro
     record.data["sync_checks"] = driver.sync_checks
     record.data["feed"] = feed.facts
@@ -374,8 +377,10 @@ def _prepared_first(spec: dict[str, Any], rank: int) -> None:
         try:
             prepare(spec, prep)
         except Stop as stop:
-            prep.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
-            raise Stop("prepare", stop.status, f"setting up failed: {stop.reason}", stop.detail, stop.fault) from stop
+            prep.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault, stop.frames)
+            again = Stop("prepare", stop.status, f"setting up failed: {stop.reason}", stop.detail, stop.fault)
+            again.frames = stop.frames
+            raise again from stop
         prep.data["status"] = "done"
         prep.flush()
     deadline = time.monotonic() + 600
@@ -394,14 +399,6 @@ def _prepared_first(spec: dict[str, Any], rank: int) -> None:
     spec["precision"] = precision_plan(phases.get("precision") or {})
     if spec.get("checkpoint"):
         spec["checkpoint"]["reference_ready"] = bool((phases.get("checkpoint") or {}).get("reference_dir"))
-
-
-def _packages(record: Record, rank: int) -> None:
-    """Rank 0 records the distributions the run imported (the parent compares them with the repository's pins)."""
-    if rank == 0 and record.twin != "prepare":
-        from model_compile.runtime.rehearsal.measure.packages import imported
-
-        record.data["packages"] = imported()
 
 
 def main(argv: list[str]) -> int:
@@ -434,15 +431,15 @@ def main(argv: list[str]) -> int:
                     _prepared_first(spec, rank)
                 train(spec, twin, rank, record)
     except Stop as stop:
-        _packages(record, rank)
-        record.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault)
+        packages.record_imported(record, rank)
+        record.stop(stop.phase, stop.status, stop.reason, stop.detail, stop.fault, stop.frames)
         return 3 if stop.status == "tool-error" else 1
     except BaseException as exc:  # noqa: BLE001 - the parent reads the record, whatever happened
         record.stop(
             "child", "tool-error", f"the rehearsal child stopped: {short_error(exc)}", traceback.format_exc(), "tool"
         )
         return 3
-    _packages(record, rank)
+    packages.record_imported(record, rank)
     record.data["status"] = "done"
     record.flush()
     return 0

@@ -132,3 +132,21 @@ def read_precision(spec: dict[str, Any]) -> dict[str, Any]:
         if path.rsplit(".", 1)[-1] in PRECISION_LEAVES and isinstance(value, str):
             return {"path": path, "value": value}
     return {"path": None, "value": None}
+
+
+def full_precision_wrap() -> None:
+    """The reference twin only: FSDP2's mixed-precision policy dropped, so the reference computes in fp32."""
+    try:
+        import torch.distributed.fsdp as fsdp
+    except ImportError:
+        return
+    original = fsdp.fully_shard
+
+    def fully_shard(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("mp_policy", None)
+        return original(*args, **kwargs)
+
+    for name in ("__wrapped__", "state"):
+        if hasattr(original, name):
+            setattr(fully_shard, name, getattr(original, name))
+    fsdp.fully_shard = fully_shard

@@ -90,6 +90,7 @@ class Driver:
         self.fix_applied: list[str] = []
         self.make_meter = meter  # model -> a coverage Meter (measure/coverage.py), or None: coverage not measured
         self.meter: Any = None
+        self.measuring = False  # the coverage meter is counting the micro-step running now
         self.wide = wide  # the float64 reference: the model built in this dtype, its floating inputs cast to it
         self.feed = feed  # replaces the train loader where the recipe's data path cannot feed the run
         self.steps = steps
@@ -201,8 +202,10 @@ class Driver:
 
                 mark_dynamic(data, self.fix)
             t0 = time.perf_counter()
+            self.measuring = measured  # a failure while the coverage meter counts: the parent runs a control
             with self.meter.measure(len(self.micro)) if measured else contextlib.nullcontext():
                 out = original(ctx, *args, **kwargs)
+            self.measuring = False
             seconds = time.perf_counter() - t0
             if self._loss is None and (loss := loss_of(ctx, out)) is not None:
                 self._loss = float(loss.detach().float().sum())

@@ -33,9 +33,13 @@ class Record:
         self.data["phases"][name] = {"ok": True, **facts, "at_s": self.age()}
         self.flush()
 
-    def stop(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
+    def stop(
+        self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe", frames: Any = None
+    ) -> None:
         self.data["phases"][phase] = {"ok": False, "reason": reason, "detail": detail[-4000:], "at_s": self.age()}
         self.data.update(status=status, stopped_at=phase, reason=reason, fault=fault)
+        if frames:
+            self.data["raised_in"] = frames  # what raised: the parent's evidence of whose failure it is
         self.flush()
 
     def age(self) -> float:
@@ -71,6 +75,7 @@ def short_error(exc: BaseException) -> str:
 
 
 _REPO_ROOT: list[str] = []
+_PASS_THROUGH = (os.sep + os.path.join("models", "intercept.py"),)  # the hooks around the recipe's own calls
 
 
 def tool_frame(tb: Any) -> str | None:
@@ -80,6 +85,8 @@ def tool_frame(tb: Any) -> str | None:
     repo = _REPO_ROOT[0] if _REPO_ROOT else None
     for frame in reversed(traceback.extract_tb(tb)):
         path = str(Path(frame.filename).resolve()) if frame.filename and not frame.filename.startswith("<") else ""
+        if path.endswith(_PASS_THROUGH) and frame.name in ("from_pretrained", "__init__"):
+            continue  # a hook that only passes the recipe's call on (the error is of what it called)
         if path.startswith(tool_dir):
             rel = path[len(str(Path(tool_dir).parents[1])) :].lstrip("/")
             return f"{rel}:{frame.lineno} in {frame.name}"
@@ -93,6 +100,7 @@ class NotHere(Exception):
     rehearsal is not run, with this reason (the option or change that supplies it); never the recipe's failure."""
 
     fault = "environment"
+    part = ""
 
 
 def not_here(exc: BaseException | None) -> NotHere | None:
@@ -112,6 +120,20 @@ class Stop(Exception):
     def __init__(self, phase: str, status: str, reason: str, detail: str = "", fault: str = "recipe") -> None:
         super().__init__(reason)
         self.phase, self.status, self.reason, self.detail, self.fault = phase, status, reason, detail, fault
+        self.frames: dict[str, Any] | None = None
+
+    def because(self, exc: BaseException) -> Stop:
+        """The same stop, with what raised `exc` (its frames, told by where they lie) for the parent."""
+        from model_compile.runtime.rehearsal.blame import raised_in
+
+        try:
+            self.frames = raised_in(exc, _REPO_ROOT[0] if _REPO_ROOT else None)
+            missing = not_here(exc)
+            if missing is not None and missing.part:
+                self.frames["part"] = missing.part  # which stand-in: its model or its config
+        except Exception:  # noqa: BLE001, S110 - the evidence is missing, the stop is not
+            pass
+        return self
 
 
 @contextlib.contextmanager
@@ -124,7 +146,9 @@ def guarded(phase: str, status: str, what: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - the reason goes into the record
         missing = not_here(exc)
         if missing is not None:
-            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault) from exc
+            raise Stop(phase, "not-run", str(missing), traceback.format_exc(), fault=missing.fault).because(
+                exc
+            ) from exc
         frame = tool_frame(exc.__traceback__)
         if frame:
             raise Stop(
@@ -133,8 +157,8 @@ def guarded(phase: str, status: str, what: str) -> Any:
                 f"model-compile's own code failed at {frame}: {short_error(exc)}",
                 traceback.format_exc(),
                 fault="tool",
-            ) from exc
-        raise Stop(phase, status, f"{what}: {short_error(exc)}", traceback.format_exc()) from exc
+            ).because(exc) from exc
+        raise Stop(phase, status, f"{what}: {short_error(exc)}", traceback.format_exc()).because(exc) from exc
 
 
 def set_repo_root(path: str) -> None:
@@ -150,8 +174,7 @@ def not_on_machine(exc: BaseException, spec: dict[str, Any]) -> str | None:
         seen.add(id(exc))
         if _package_missing(exc, spec):
             return f"{short_error(exc)} (a package missing from this environment, not a fault of the recipe)"
-        missing = _missing_path(exc)
-        if missing:
+        for missing in _missing_paths(exc):
             key = _config_key_of(missing, spec)
             if key:
                 return (
@@ -194,12 +217,11 @@ def _package_missing(exc: BaseException, spec: dict[str, Any]) -> bool:
     return isinstance(exc, ImportError) and "pip install" in str(exc)
 
 
-def _missing_path(exc: BaseException) -> str | None:
-    """The path a "no such file" error names: its `filename`, or read from its message (a library may raise
-    FileNotFoundError("No such file or directory: PATH") without one)."""
+def _missing_paths(exc: BaseException) -> list[str]:
+    """The paths a "not found" error names: its `filename`, or every path written in its message (a library may
+    raise FileNotFoundError("Checkpoint metadata not found at PATH or PATH") without one)."""
     if not isinstance(exc, OSError):  # FileNotFoundError among them
-        return None
+        return []
     if isinstance(exc, FileNotFoundError) and exc.filename:
-        return str(exc.filename)
-    found = re.search(r"No such file or directory:?\s*['\"]?([^'\"\s]+)", str(exc))
-    return found.group(1) if found else None
+        return [str(exc.filename)]
+    return [m.rstrip(".,;:") for m in re.findall(r"(?<![\w.])(?:\.{0,2}/)[^\s'\"]+", str(exc))]

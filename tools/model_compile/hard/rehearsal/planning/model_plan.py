@@ -1,19 +1,16 @@
 """The rehearsal's model, statically: the real architecture at its real depth, only its width shrunk.
 
-Where the architecture comes from, in order: `--model-config` (a config.json), a local checkpoint folder
-with a `config.json` at the stage's pretrained path, that hub id's `config.json` in the local Hugging Face
-cache (read from disk, never fetched), else the family its name names (or, when it names none, the family the
-recipe's other stages, README or code name: `family.py`), as a preset whose depth is set above the recompile
-limit (limit + 2), because a guard that differs per layer shows only past the limit and the real depth is
-unknown here. A recipe that builds its model from its own size fields (no checkpoint) keeps
-those fields, only widths above `WIDE` shrunk.
+Where the architecture comes from, in order: `--model-config` (a config.json), a local checkpoint folder with a
+`config.json` at the stage's pretrained path, that hub id's `config.json` in the local Hugging Face cache (read
+from disk, never fetched). Then the tiny checkpoint is written from it (widths shrunk, every depth and structure
+field kept; a remote-code config keeps its `auto_map`, and its code files, from beside the config or vendored in
+the repository, go beside the tiny checkpoint).
 
-What is kept of a real config: every depth and structure field (layer counts, vision depth, deepstack and
-full-attention indexes, layer types, expert counts, window and patch sizes, tied embeddings, dtype). What
-is shrunk: widths (hidden and intermediate sizes, heads, head dim, vocabulary), with the rotary sections
-rescaled to the new head dim; special token ids are those of the rehearsal's own vocabulary
-(`runtime/rehearsal/inputs/vocab.py`). Any `model_type` transformers knows builds from its config class in the
-child; nothing here is a list of allowed families.
+Where none is here, nothing is decided statically: the child resolves the architecture at the recipe's own load
+call (`runtime/rehearsal/models/architecture.py`: the config class that call resolves, from transformers'
+registry or the repository's vendored config classes, at its default structure, each stack at the policy's
+unknown depth), with what the recipe says of the model (`hints.py`) to read against the registry. A recipe that
+builds its model from its own size fields (no checkpoint) keeps those fields, only widths above `WIDE` shrunk.
 
 Pure Python: no torch, nothing of the repository imported.
 """
@@ -22,112 +19,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model_compile.hard.rehearsal.planning import family as family_evidence
-from model_compile.runtime.rehearsal.inputs import vocab
 from model_compile.runtime.rehearsal.models import names
 from model_compile.runtime.rehearsal.models import shrink as shrinking
 
-RECOMPILE_LIMIT = 8  # torch's default `recompile_limit` (the child records the real one)
-UNKNOWN_DEPTH = RECOMPILE_LIMIT + 2
+RECOMPILE_LIMIT = shrinking.RECOMPILE_LIMIT
+UNKNOWN_DEPTH = shrinking.UNKNOWN_DEPTH
 WIDE = shrinking.WIDE
 BUILDER_WIDTH = shrinking.BUILDER_WIDTH
 DEPTH_KEYS = shrinking.DEPTH_KEYS
 
-# Hub ids and folder names -> the family preset used when no config.json of the model is here.
-NAME_PATTERNS = (
-    (re.compile(r"qwen3[-_.]?vl", re.I), "qwen3_vl"),
-    (re.compile(r"qwen2[._-]5[-_.]?vl", re.I), "qwen2_5_vl"),
-    (re.compile(r"qwen2[-_.]?vl", re.I), "qwen2_vl"),
-    (re.compile(r"qwen3(?![-_.]?vl)", re.I), "qwen3"),
-    (re.compile(r"(^|/)vit[-_]|google/vit", re.I), "vit"),
-)
-# Variants of a family that are another architecture (mixture of experts, hybrid attention, omni models):
-# their structure cannot come from a preset, only from their own config.json.
-OTHER_ARCHITECTURE = re.compile(r"moe|-a\d+(\.\d+)?b\b|next|omni", re.I)
-
 
 class NotPlanned(Exception):
-    """The rehearsal cannot run as asked; the message says why and what fixes it."""
+    """The rehearsal cannot run as asked; the message says why and what fixes it, `owner` whose it is (the recipe:
+    its files, its wiring; a stand-in: the config it would be made from)."""
 
-
-def _preset(family: str) -> dict[str, Any]:
-    text = {
-        "vocab_size": vocab.VOCAB_SIZE,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": UNKNOWN_DEPTH,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "max_position_embeddings": 32768,
-        "rms_norm_eps": 1e-6,
-    }
-    if family == "qwen3":
-        return {
-            "model_type": "qwen3",
-            "architectures": ["Qwen3ForCausalLM"],
-            **text,
-            "tie_word_embeddings": False,
-            "torch_dtype": "bfloat16",
-        }
-    if family == "vit":
-        return {
-            "model_type": "vit",
-            "architectures": ["ViTForImageClassification"],
-            "image_size": 224,
-            "patch_size": 16,
-            "num_channels": 3,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": UNKNOWN_DEPTH,
-            "num_attention_heads": 4,
-            "num_labels": 1000,
-        }
-    vision: dict[str, Any] = {
-        "depth": UNKNOWN_DEPTH,
-        "num_heads": 4,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "in_channels": 3,
-    }
-    top: dict[str, Any] = {"model_type": family, "torch_dtype": "bfloat16"}
-    if family == "qwen2_vl":
-        vision.update(embed_dim=32, hidden_size=64, patch_size=14, mlp_ratio=2)
-        rope: dict[str, Any] = {"rope_type": "default", "mrope_section": [2, 3, 3]}
-        top["architectures"] = ["Qwen2VLForConditionalGeneration"]
-    elif family == "qwen2_5_vl":
-        vision.update(
-            hidden_size=32,
-            intermediate_size=64,
-            out_hidden_size=64,
-            patch_size=14,
-            window_size=112,
-            fullatt_block_indexes=[4, UNKNOWN_DEPTH - 1],
-        )
-        rope = {"rope_type": "default", "mrope_section": [2, 3, 3]}
-        top["architectures"] = ["Qwen2_5_VLForConditionalGeneration"]
-    else:
-        vision.update(
-            hidden_size=32,
-            intermediate_size=64,
-            out_hidden_size=64,
-            patch_size=16,
-            num_position_embeddings=2304,
-            deepstack_visual_indexes=[2, 5, 8],
-        )
-        rope = {"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True}
-        top["architectures"] = ["Qwen3VLForConditionalGeneration"]
-        top["tie_word_embeddings"] = False
-    return {**top, "text_config": {**text, "rope_scaling": rope}, "vision_config": vision}
-
-
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3", "vit")
+    def __init__(self, message: str, owner: str = "recipe", part: str = "") -> None:
+        super().__init__(message)
+        self.owner, self.part = owner, part
 
 
 @dataclass
@@ -141,33 +53,23 @@ class ModelPlan:
     processor: dict[str, Any] | None = None
     overrides: list[str] = field(default_factory=list)  # size fields of a recipe-local builder
     notes: list[str] = field(default_factory=list)
+    code_files: list[str] = field(default_factory=list)  # a remote-code config's files, put beside the checkpoint
+    resolved_at_call: bool = False  # no config here: the child resolves it at the recipe's load call
 
     @property
     def vision(self) -> bool:
-        return bool(self.config and isinstance(self.config.get("vision_config"), dict))
-
-
-def name_family(name: str) -> str | None:
-    """The family a name names; `<family> variant` for another architecture of it (its structure is not the
-    preset's); None when it names none."""
-    for pattern, family in NAME_PATTERNS:
-        if pattern.search(name):
-            return family + family_evidence.VARIANT if OTHER_ARCHITECTURE.search(name) else family
-    return None
-
-
-def family_from_name(name: str) -> str | None:
-    family = name_family(name)
-    return None if family is None or family.endswith(family_evidence.VARIANT) else family
+        """The synthetic rows carry images: a config with a vision tower, or one resolved only at the recipe's call
+        (after the rows are written: a text model's data path reads their text)."""
+        return self.resolved_at_call or bool(self.config and isinstance(self.config.get("vision_config"), dict))
 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise NotPlanned(f"{path} is not a readable config.json: {exc}") from exc
+        raise NotPlanned(f"{path} is not a readable config.json: {exc}", "stand-in", "config") from exc
     if not isinstance(data, dict) or not data.get("model_type"):
-        raise NotPlanned(f"{path} is not a model config.json (no model_type)")
+        raise NotPlanned(f"{path} is not a model config.json (no model_type)", "stand-in", "config")
     return data
 
 
@@ -194,14 +96,37 @@ def real_config(value: str | None, repo_root: Path, model_config: Path | None) -
 
 def shrink(real: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A copy of `real` with widths shrunk and token ids remapped to the rehearsal's tokenizer; what changed.
-    The tiny checkpoint holds no code: a remote-code `auto_map` is dropped (transformers builds the model_type)."""
-    config, shrunk = shrinking.shrink(real, vocab_too=True)
-    config.pop("auto_map", None)
-    return config, shrunk
+    A remote-code config keeps its `auto_map`: its code files go beside the tiny checkpoint (`code_files`)."""
+    return shrinking.shrink(real, vocab_too=True)
+
+
+def code_files(real: dict[str, Any], beside: Path | None, vendored: list[str]) -> list[str]:
+    """The files a remote-code config's `auto_map` needs, from beside the config, else the repository's vendored
+    code that holds them all; NotPlanned when neither does."""
+    files = names.code_modules(real)
+    if not files:
+        return []
+    if any("--" in f for f in files):
+        raise NotPlanned(
+            f"its config's code lives in another hub repository ({files[0]}), which is not read offline",
+            "stand-in",
+            "config",
+        )
+    folders: list[str | Path] = [*([beside] if beside is not None else [])]
+    folders += list(dict.fromkeys(str(Path(v).parent) for v in vendored))
+    folder = names.code_folder(files, folders)
+    if folder is None:
+        raise NotPlanned(
+            f"its config names remote code ({', '.join(files)}, model_type {real.get('model_type')!r}) that is not on "
+            "this machine, neither beside the config nor vendored in the repository: put the checkpoint folder's "
+            "*.py files beside the config.json you supply"
+            "stand-in",
+            "config",
+        )
+    return [str(p) for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
 
 
 depth_of = shrinking.depth_of
-_token_ids = shrinking._token_ids
 
 
 def _processor(config: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any] | None:
@@ -217,67 +142,46 @@ def _processor(config: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]
     return {"model_type": config.get("model_type"), "geometry": geometry}
 
 
-def _family(pretrained: str, where: str, recipe: Callable[[], family_evidence.Evidence] | None) -> tuple[str, str]:
-    """(family, where it was read) for a checkpoint whose config.json is not here, or NotPlanned."""
-    family = family_from_name(pretrained)
-    if family is not None:
-        return family, f"{where}; its name names the family"
-    evidence = recipe() if recipe is not None else family_evidence.Evidence()
-    supply = f"supply its config.json with --model-config {pretrained}=PATH (or --model-config PATH)"
-    if evidence.family is not None:
-        return evidence.family, f"{where}; its name names no family, {evidence.place} do: {evidence.where()}"
-    if evidence.families:
-        raise NotPlanned(
-            f"the architecture of {pretrained!r} is not known here: {where}; its name names no family and "
-            f"{evidence.place} name more than one, or another architecture of one ({evidence.candidates()}): "
-            f"{supply}"
-        )
-    raise NotPlanned(
-        f"the architecture of {pretrained!r} is not known here: {where}, and neither its name nor the recipe "
-        f"(its other stages, README, code) names a family with a preset ({', '.join(FAMILIES)}); {supply}"
-    )
-
-
 def plan_model(
     pretrained: str | None,
     repo_root: Path,
     model_config: Path | None,
     builder_fields: dict[str, Any],
     bounds: dict[str, int],
-    recipe_family: Callable[[], family_evidence.Evidence] | None = None,
+    vendored: list[str] | None = None,
 ) -> ModelPlan:
     """The model the rehearsal builds. `builder_fields`: {dotted key: value} of the model section, for a
     recipe that builds from its own fields; `bounds`: the stage's image pixel bounds (min/max_pixels);
-    `recipe_family`: what the recipe says its model is, read only when the checkpoint's config is not here."""
+    `vendored`: the repository's vendored config modules (a remote-code config's files may be there)."""
     real, where = real_config(pretrained, repo_root, model_config)
     if real is not None:
+        beside = model_config.parent if model_config is not None else None
+        if beside is None and pretrained is not None:
+            local = Path(pretrained) if os.path.isabs(pretrained) else repo_root / pretrained
+            beside = local if (local / "config.json").is_file() else None
+        files = code_files(real, beside, vendored or [])
         config, shrunk = shrink(real)
         depth = depth_of(config)
         return ModelPlan(
-            source=f"{real.get('model_type')} from {where}, at its real depth",
+            source=f"{real.get('model_type')} from {where}, at its real depth"
+            + (f" (remote code: {len(files)} code file(s) beside the tiny checkpoint)" if files else ""),
             config=config,
             model_type=str(real.get("model_type")),
             depth=depth,
             shrunk=shrunk,
             processor=_processor(config, bounds),
+            code_files=files,
         )
     if pretrained is not None:
-        family, where = _family(pretrained, where, recipe_family)
-        config = _preset(family)
-        _token_ids(config)
-        depth = depth_of(config)
         return ModelPlan(
             source=(
-                f"the {family} preset ({where}): the real depth is unknown, so each stack has {UNKNOWN_DEPTH} "
-                f"layers, above the recompile limit ({RECOMPILE_LIMIT}), where per-layer guards show, and the "
-                f"checkpoint's own structure fields are the preset's; --model-config {pretrained}=PATH to its "
+                f"{where}: built from the config class the recipe's own load call resolves (transformers' registry "
+                "for a model type its name or the recipe names, the repository's vendored config class for remote "
+                f"code), at that class's default structure, depth unknown; --model-config {pretrained}=PATH to its "
                 "real config.json rehearses the real model"
             ),
-            config=config,
-            model_type=family,
-            depth=depth,
             depth_known=False,
-            processor=_processor(config, bounds),
+            resolved_at_call=True,
         )
     depth = {}
     leaves: dict[str, str] = {}

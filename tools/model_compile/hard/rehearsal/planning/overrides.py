@@ -107,6 +107,11 @@ def _opaque_bases(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> bool:
     return False
 
 
+def has(stage: dict[str, Any], key: str) -> bool:
+    """Whether the stage's config holds the dotted key."""
+    return _has(stage, key)
+
+
 def check(
     items: list[str], stage: dict[str, Any], stage_name: str, schema_file: Path | None, root_class: str | None
 ) -> None:

@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from model_compile.hard.env.preflight import import_name
-from model_compile.hard.rehearsal.planning import family, source
+from model_compile.hard.env.imports import import_name
+from model_compile.hard.rehearsal.planning import hints, source
 from model_compile.hard.rehearsal.planning import overrides as cli_overrides
 from model_compile.hard.rehearsal.planning.data_plan import SEQ_LEAVES, DataPlan, plan_data
-from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, name_family, plan_model
+from model_compile.hard.rehearsal.planning.model_plan import ModelPlan, NotPlanned, plan_model
 from model_compile.hard.rehearsal.planning.overrides import read_keys
 from model_compile.hard.rehearsal.planning.world import WorldPlan, plan_world
 from model_compile.hard.stages import stage_files
 from model_compile.parse.models import config_key
 from model_compile.runtime.rehearsal.inputs.batches import PACK_KEYS
 from model_compile.runtime.rehearsal.models import names
+from model_compile.runtime.rehearsal.models.names import PROCESSOR_FILES
 
 if TYPE_CHECKING:
     from model_compile.findings.models import RecipeReport
@@ -74,7 +75,7 @@ def load_stage(path: Path) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
     except (OSError, yaml.YAMLError) as exc:
-        raise NotPlanned(f"{path.name} does not load: {exc}") from exc
+        raise NotPlanned(f"{path.name} does not load: {exc}", "recipe", "its stage file") from exc
     return data if isinstance(data, dict) else {}
 
 
@@ -286,18 +287,19 @@ def plan(
     if model_config is None and pretrained is not None:
         main = names.lookup(supplied, pretrained, str(repo_root))
         model_config = Path(main["file"]) if main else None
-    model = plan_model(
-        pretrained,
-        repo_root,
-        model_config,
-        builder,
-        bounds,
-        lambda: family.recipe_family(recipe_root, str(pretrained_key), stage_files(recipe_root), name, name_family),
-    )
+    vendored = hints.vendored_configs(recipe_root, repo_root)
+    model = plan_model(pretrained, repo_root, model_config, builder, bounds, vendored)
     overrides += model.overrides
     ckpt_dir = out_dir / "tiny-checkpoint"
     checkpoint = None
     aliases: dict[str, str] = {}
+    model_hints: dict[str, list[dict[str, str]]] = {}
+    if model.resolved_at_call and pretrained is not None:
+        # resolved in the child at the recipe's load call; its stand-in is where synthetic batches read the config
+        model_hints[str(pretrained)] = hints.recipe_hints(
+            recipe_root, str(pretrained_key), stage_files(recipe_root), name
+        )
+        ckpt_dir = out_dir / "models" / names.slug(str(pretrained))
     if model.config is not None and pretrained_key is not None:
         checkpoint = {
             "dir": str(ckpt_dir),
@@ -306,6 +308,13 @@ def plan(
             "config": model.config,
             "seed": 0,
             "processor": model.processor,
+            "code_files": list(model.code_files),
+            # the real processor's settings beside a supplied config: the tiny checkpoint carries them too
+            "processor_files": [
+                str(model_config.parent / f)
+                for f in PROCESSOR_FILES
+                if model_config is not None and (model_config.parent / f).is_file()
+            ],
         }
         overrides.append(f"{pretrained_key}={ckpt_dir}")
         aliases[str(pretrained)] = str(ckpt_dir)  # the real name, read anywhere else, is the tiny checkpoint
@@ -387,7 +396,11 @@ def plan(
             "rows": data.rows,
             "batches": data.batches,
             "model_dir": str(ckpt_dir),
+            "stand_in": model.resolved_at_call,
         },
+        "model_hints": model_hints,
+        "model_calls": hints.model_calls(recipe_root, str(pretrained_key)) if model_hints else [],
+        "vendored_configs": vendored,
         "steps": steps,
         "targets": list(scope.patterns),
         "disabled": disabled,

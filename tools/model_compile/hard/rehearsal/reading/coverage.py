@@ -155,6 +155,30 @@ def _pick(nodes: dict[str, _Node], model_work: list[float]) -> list[str]:
     return sorted(ranked, key=lambda n: n.split("."))
 
 
+def unmeasured(facts: RehearsalFacts, records: dict[str, dict[str, Any]]) -> None:
+    """`coverage not measured for X (why)`, from each twin's coverage record: a higher-order operator whose body ran
+    outside a compiled graph (torch runs it below the dispatch mode, so its operators were not counted), and any
+    failure of the meter itself (counted nothing there; the run went on)."""
+    for twin, rec in records.items():
+        for hop in rec.get("higher_order") or []:
+            if not hop.get("eager"):
+                continue  # inside a compiled graph: its operators are the graph's, counted as compiled
+            module = str(hop.get("module"))
+            where = {OUTSIDE: "code outside the model", "(backward)": "the backward pass", "": "the model's own code"}
+            line = (
+                f"coverage not measured for {where.get(module, f'`{module}`')} inside {hop.get('operator')} "
+                f"({hop['eager']} run(s) outside compiled graphs in the {twin} twin): torch runs a higher-order "
+                "operator's body below the dispatch mode that counts operators, so its work is not in the shares"
+            )
+            if line not in facts.coverage_unmeasured:
+                facts.coverage_unmeasured.append(line)
+        for fault in rec.get("meter_faults") or []:
+            facts.coverage_unmeasured.append(
+                f"coverage not measured for some operators of the {twin} twin (the meter failed on {fault}); the run "
+                "went on unchanged"
+            )
+
+
 def build(
     facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], scan: TraceScan, repo: Path, spec: dict[str, Any]
 ) -> None:
@@ -162,8 +186,9 @@ def build(
     eager_rec = (((recs.get("eager") or [{}])[0].get("phases") or {}).get("coverage")) or {}
     compiled_rec = (((recs.get("compiled") or [{}])[0].get("phases") or {}).get("coverage")) or {}
     if spec.get("coverage") is False:
-        facts.coverage_note = "not measured (MODEL_COMPILE_COVERAGE=off)"
+        facts.coverage_note = f"not measured ({spec.get('coverage_off') or 'MODEL_COMPILE_COVERAGE=off'})"
         return
+    unmeasured(facts, {"eager": eager_rec, "compiled": compiled_rec})
     if not eager_rec.get("ok") or not compiled_rec.get("ok"):
         if recs.get("compiled"):
             facts.coverage_note = "not measured: the twins did not reach the measured micro-steps"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from model_compile.hard.models import Fix, RehearsalFacts
 from model_compile.hard.rehearsal.planning.plan import Plan
+from model_compile.hard.rehearsal.reading.attribution import library_fault
 
 _CACHE_GUARD = re.compile(r"cache|past_key_values|is_initialized", re.I)
 _SIZE_GUARD = re.compile(r"size mismatch at index \d+")
@@ -212,13 +213,30 @@ def fixes(facts: RehearsalFacts, plan: Plan) -> list[Fix]:
                 shared_code=_shared(brk.site, plan),
             )
         )
-    if facts.data_failure:
+    library = library_fault(facts.data_failure_raised, _repo(plan), "") if facts.data_failure else None
+    if library is not None:
         out.append(
             Fix(
-                fix=f"fix the recipe's data path ({facts.data_failure}); then `{rerun}` rehearses on the batches it makes",
+                fix=f"{library.supply}; then `{rerun}` rehearses on the batches the recipe's data path makes",
+                cause=f"the recipe's data path failed inside a sibling library ({facts.data_failure}): "
+                + "; ".join(library.evidence),
+                tried="not tried",
+                reason="the environment's, not the recipe's: the library's installed revision does not fit the engine",
+            )
+        )
+    elif facts.data_failure:
+        out.append(
+            Fix(
+                fix=f"give the recipe's data path the stage's own data (it failed on the rehearsal's synthetic rows: "
+                f"{facts.data_failure}); then `{rerun}` rehearses on the batches it makes",
                 cause="the recipe's data path failed on the rehearsal's rows: every figure comes from synthetic batches",
                 tried="not tried",
-                reason="a data-path fix, not a compile one: in this environment the real run may fail there too",
+                reason="the rows were the rehearsal's stand-in: if the real rows fail there too, the data path is the "
+                "recipe's to fix",
             )
         )
     return out
+
+
+def _repo(plan: Plan) -> Path:
+    return Path(str((plan.spec or {}).get("repo_root") or "."))

@@ -93,6 +93,7 @@ def note_feed(facts: RehearsalFacts, feed: dict[str, Any]) -> None:
     hint = batches.shortened(facts) if feed.get("starved") else ""  # the rows dropped: a length it shortened?
     facts.notes.append(f"the recipe's data path did not feed the model here: {feed.get('reason')}{hint}")
     facts.data_failure = feed.get("failure")
+    facts.data_failure_raised = dict(feed.get("raised_in") or {})
 
 
 def stopped(

@@ -68,7 +68,12 @@ def machine_fault(
         facts.notes.append(f"rank {first.rank}'s log: {first.log}")
         return True
     own = next(
-        (r for r in recs if r.get("status") not in ("done", None) and r.get("fault") in ("environment", "input")), None
+        (
+            r
+            for r in recs
+            if r.get("status") not in ("done", None) and r.get("fault") in ("environment", "input", "stand-in")
+        ),
+        None,
     )
     if own is not None:
         facts.status, facts.fault = "not-run", str(own.get("fault"))

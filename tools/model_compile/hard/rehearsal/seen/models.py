@@ -59,6 +59,8 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
         )
         facts.depth_known = True
         facts.shrunk = shrunk
+    elif getattr(plan.model, "resolved_at_call", False):
+        _resolved(facts, plan, main, shrunk)
     elif not ckpt:
         facts.model_source = f"{plan.model.source}; {main.get('source') or 'built by the recipe itself'}"
         facts.shrunk = list(dict.fromkeys(list(plan.model.shrunk) + shrunk))
@@ -82,6 +84,36 @@ def read(facts: RehearsalFacts, plan: Plan, recs: dict[str, list[dict[str, Any]]
             f"{load.get('class')}.from_pretrained({load.get('name')!r}) read a stand-in: {load.get('source')}, widths "
             "shrunk, random weights (the real weights are never read)"
         )
+
+
+def _resolved(facts: RehearsalFacts, plan: Plan, main: dict[str, Any], shrunk: list[str]) -> None:
+    """The main model's architecture, resolved in the child at the recipe's load call: what it was, and whether
+    its depth is the policy's (unknown) or the recipe's own."""
+    from model_compile.runtime.rehearsal.models import names
+
+    wanted = next(iter(plan.spec.get("model_hints") or {}), None)
+    repo = str(plan.spec.get("repo_root") or "")
+    load = next(
+        (
+            ld
+            for ld in facts.loads
+            if ld.get("kind") == "model" and wanted and names.lookup({str(ld.get("name")): 1}, wanted, repo)
+        ),
+        None,
+    )
+    facts.shrunk = shrunk
+    if load is None:
+        facts.model_source = (
+            f"built by the recipe itself ({main.get('source') or 'its own code'}), at the depth its config sets; it "
+            f"never loaded the stage's pretrained path {wanted!r}"
+        )
+        facts.depth_known = True
+        return
+    facts.model_source = (
+        f"{load.get('class')}.from_pretrained({load.get('name')!r}) (not on this machine) built {load.get('source')}"
+    )
+    facts.depth_known = not load.get("depth_unknown")
+    facts.notes += [n for n in load.get("notes") or [] if n not in facts.notes]
 
 
 def line(model: dict[str, Any]) -> str:

@@ -2,11 +2,11 @@
 processor, and synthetic rows.
 
 Runs once per rehearsal, in the `prepare` child, before the twins. The checkpoint's `config.json` comes whole
-from the static plan (the real config with only widths shrunk, or a family preset at a depth above the
-recompile limit); this module builds the model class that config names, random-initialised with a fixed seed,
+from the static plan (the real config with only widths shrunk; a remote-code config with its code files beside
+it); this module builds the model class that config names, random-initialised with a fixed seed,
 and saves it with `save_pretrained`, so the recipe's own loader (`from_pretrained`, `AutoConfig` +
 `from_config`) reads it as it would read the real one. The tokenizer is word-level over `vocab.py`'s layout,
-saved with `PreTrainedTokenizerFast.save_pretrained`; a VLM also gets its family's processor (image processor
+saved with `PreTrainedTokenizerFast.save_pretrained`; a VLM also gets its model type's processor (image processor
 at the real patch, merge and pixel bounds, the chat template).
 """
 
@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 from model_compile.runtime.rehearsal.inputs import vocab
 
 
-def _model_class(config: Any) -> Any:
+def _model_class(config: Any, folder: Path) -> Any:
     import transformers
 
+    auto_map = getattr(config, "auto_map", None)
+    if isinstance(auto_map, dict):  # remote code: the class its architectures name, else its most specific head
+        refs = {str(k): str(v[0] if isinstance(v, (list, tuple)) else v) for k, v in auto_map.items() if v}
+        heads = [ref for key, ref in refs.items() if key.startswith("AutoModel")]
+        named = [ref for ref in heads if ref.rsplit(".", 1)[-1] in (getattr(config, "architectures", None) or [])]
+        if named or heads:
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            return get_class_from_dynamic_module((named or heads)[-1], str(folder))
     for name in getattr(config, "architectures", None) or []:
         cls = getattr(transformers, name, None)
         if cls is not None:
@@ -35,55 +45,86 @@ def _model_class(config: Any) -> Any:
 
 
 def write_checkpoint(spec: dict[str, Any], reference_dtype: str = "float32") -> dict[str, Any]:
-    """Save the tiny model (and its tokenizer/processor) into spec['dir']; facts for the record."""
+    """Save the tiny model (and its tokenizer/processor) into spec['dir']; facts for the record. The files a model's
+    own code may read while it is built (its remote code, its tokenizer and processor) are written first."""
     import torch
     import transformers
 
     out = Path(spec["dir"])
-    out.mkdir(parents=True, exist_ok=True)
+    reference = spec.get("reference_dir")
+    folders = [out, *([Path(reference)] if reference else [])]
+    code = [Path(f) for f in spec.get("code_files") or []]  # a remote-code config's files, beside it as in the real
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in code:
+            shutil.copy2(path, folder / path.name)
+    facts: dict[str, Any] = {"dir": str(out), "seed": int(spec.get("seed", 0))}
+    _write_processing(spec, folders, facts)
     (out / "config.json").write_text(json.dumps(spec["config"], indent=2), encoding="utf-8")
-    config = transformers.AutoConfig.from_pretrained(str(out))
-    cls = _model_class(config)
+    config = transformers.AutoConfig.from_pretrained(str(out), trust_remote_code=bool(code))
+    cls = _model_class(config, out)
     torch.manual_seed(int(spec.get("seed", 0)))
     if hasattr(cls, "from_config") and cls.__name__.startswith("Auto"):
-        model = cls.from_config(config)
+        model = cls.from_config(config, trust_remote_code=bool(code))
     else:
         model = cls(config)
     dtype = spec["config"].get("torch_dtype") or spec["config"].get("dtype")
     if isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype):
         model = model.to(getattr(torch, dtype))  # saved in the checkpoint's own dtype, as the real one is
-    model.save_pretrained(str(out))
-    reference = spec.get("reference_dir")
+    said = save_model(model, out)
+    if said:
+        facts["saved"] = said
     if reference:
         # the reference twin's checkpoint: the same (rounded) weights in its higher precision
         wide = getattr(torch, reference_dtype)
         model = model.to(wide)
         _set_dtype(model.config, wide)
-        model.save_pretrained(str(reference))
-    facts: dict[str, Any] = {
-        "class": type(model).__name__,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "dir": str(out),
-        "seed": int(spec.get("seed", 0)),
-    }
+        save_model(model, Path(reference))
+    facts["class"] = type(model).__name__
+    facts["parameters"] = sum(p.numel() for p in model.parameters())
     del model
     facts["reference_dir"] = str(reference) if reference else None
     facts["reference_dtype"] = reference_dtype if reference else None
+    return facts
+
+
+def _write_processing(spec: dict[str, Any], folders: list[Path], facts: dict[str, Any]) -> None:
+    """The rehearsal's tokenizer, the model type's processor, and the real processor settings beside a supplied
+    config, in each checkpoint folder."""
     if spec.get("tokenizer", True):
-        tokenizer = write_tokenizer(out)
-        if reference:
-            write_tokenizer(Path(reference))
-        facts["tokenizer"] = f"word-level, {len(tokenizer)} tokens"
-        if spec.get("processor"):
+        tokenizer = None
+        for folder in folders:
+            tokenizer = write_tokenizer(folder)
+        if tokenizer is not None:
+            facts["tokenizer"] = f"word-level, {len(tokenizer)} tokens"
+        if spec.get("processor") and tokenizer is not None:
             try:
-                facts["processor"] = write_processor(out, tokenizer, spec["processor"])
-                if facts["reference_dir"]:
-                    write_processor(Path(facts["reference_dir"]), tokenizer, spec["processor"])
+                for folder in folders:
+                    facts["processor"] = write_processor(folder, tokenizer, spec["processor"])
             except Exception as exc:  # noqa: BLE001 - a recipe fed synthetic batches needs none; one that does says so
                 facts["processor"] = (
                     f"not built here ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
                 )
-    return facts
+    for path in [Path(f) for f in spec.get("processor_files") or []]:  # the real settings, beside the supplied config
+        for folder in folders:
+            shutil.copy2(path, folder / path.name)
+        facts["processor"] = f"the real processor settings beside the supplied config ({path.name})"
+
+
+def save_model(model: Any, folder: Path) -> str | None:
+    """`save_pretrained`, or, where this transformers refuses the model's own code there (remote code written for
+    another release: its tied-weights declaration, say), its config and its state in one safetensors file, which
+    `from_pretrained` reads all the same; the note says so (None when save_pretrained did it)."""
+    try:
+        model.save_pretrained(str(folder))
+        return None
+    except Exception as exc:  # noqa: BLE001 - the tool's own way of writing the checkpoint, said in the record
+        from safetensors.torch import save_model as save_tensors
+
+        model.config.save_pretrained(str(folder))
+        save_tensors(model, str(folder / "model.safetensors"))
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        return f"saved as one safetensors file: save_pretrained refused the model ({type(exc).__name__}: {first})"
 
 
 def _set_dtype(config: Any, dtype: Any) -> None:
@@ -117,7 +158,8 @@ def write_tokenizer(out: Path) -> Any:
 
 
 def write_processor(out: Path, tokenizer: Any, spec: dict[str, Any]) -> str:
-    """The family's processor (image and video processors at the plan's geometry) saved beside the model."""
+    """The model type's processor from transformers' registry (image and video processors at the plan's geometry)
+    saved beside the model."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES

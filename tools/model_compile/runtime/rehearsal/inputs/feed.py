@@ -43,6 +43,16 @@ def _has_images(batch: Any) -> bool:
     return isinstance(batch, dict) and visual(batch, False)
 
 
+def _raised_in(exc: BaseException) -> dict[str, Any]:
+    """What raised in the recipe's data path (for the parent: a sibling library's own error is the environment's)."""
+    from model_compile.runtime.rehearsal.blame import raised_in
+
+    try:
+        return raised_in(exc, os.getcwd())
+    except Exception:  # noqa: BLE001 - the evidence is missing, the fallback is not
+        return {}
+
+
 def _where(exc: BaseException) -> str:
     """`file:line` of the innermost frame outside installed packages (the recipe's or its engine's code)."""
     import traceback
@@ -74,6 +84,30 @@ class _Replay:
         return getattr(self.loader, name)
 
 
+def _config(model_dir: str) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(model_dir, trust_remote_code=True)  # a stand-in of remote code holds its code
+
+
+class _Deferred(SyntheticBatches):
+    """Synthetic batches shaped by a model whose stand-in is made when the recipe loads it (after its data path
+    ran): the config is read at the first batch."""
+
+    def __init__(self, model_dir: str, plan: dict[str, Any], seed: int) -> None:  # noqa: D107 - read at __iter__
+        self._later = (model_dir, plan, seed)
+
+    def __iter__(self) -> Any:
+        if not hasattr(self, "config"):
+            model_dir, plan, seed = self._later
+            if not os.path.isfile(os.path.join(model_dir, "config.json")):
+                raise NotHere(
+                    f"synthetic batches need the model's config, and no stand-in of it was made ({model_dir})"
+                )
+            SyntheticBatches.__init__(self, _config(model_dir), plan, seed)
+        return SyntheticBatches.__iter__(self)
+
+
 class Feed:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
@@ -82,14 +116,13 @@ class Feed:
         self.facts: dict[str, Any] = {"mode": self.mode, "reason": self.data.get("reason", "")}
 
     def _synthetic(self, reason: str, failure: str | None = None) -> SyntheticBatches:
-        from transformers import AutoConfig
-
         plan = self.data["batches"]
-        config = AutoConfig.from_pretrained(self.data["model_dir"])
         rank = int(os.environ.get("RANK", "0"))
         self.mode = "batches"
         self.facts.update(mode="batches", reason=reason, batches=describe_plan(plan), failure=failure)
-        return SyntheticBatches(config, plan, seed=1000 + rank)
+        if os.path.isfile(os.path.join(self.data["model_dir"], "config.json")):
+            return SyntheticBatches(_config(self.data["model_dir"]), plan, seed=1000 + rank)
+        return _Deferred(self.data["model_dir"], plan, seed=1000 + rank)
 
     def train_loader(self, original: Any, *args: Any, **kwargs: Any) -> Any:
         """The engine's train loader: the recipe's own whenever it runs here. Where the plan found the stage's
@@ -103,7 +136,10 @@ class Feed:
             peeked = [next(iterator) for _ in range(PEEK)]
         except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
             failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            if not os.path.isfile(os.path.join(self.data.get("model_dir") or "", "config.json")):
+            self.facts["raised_in"] = _raised_in(exc)
+            if not self.data.get("stand_in") and not os.path.isfile(
+                os.path.join(self.data.get("model_dir") or "", "config.json")
+            ):
                 raise NotHere(
                     f"{self.data.get('reason')}; the recipe's data path failed without it ({failure}), and the "
                     "model is the recipe's own, so no config shapes synthetic batches: supply the stage's data"
@@ -138,6 +174,7 @@ class Feed:
         except Exception as exc:  # noqa: BLE001 - said in the reason; the model still gets batches to train on
             failure = f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             self.facts["starved"] = "yielded no batch" in failure  # it dropped every row (the parent says why)
+            self.facts["raised_in"] = _raised_in(exc)
             return self._synthetic(
                 f"the recipe's data path failed on the rehearsal's synthetic rows ({failure}); the real run may fail "
                 "there too, with the real data and processor in this environment",

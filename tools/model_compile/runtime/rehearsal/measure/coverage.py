@@ -36,6 +36,7 @@ _GRAPHS: list[dict[str, Any]] = []
 _INSTALLED: list[bool] = []
 _MEASURING = [False]
 _WANTED: dict[str, set[int]] = {}  # the change's lines (file -> line numbers), read off each graph's nodes
+_FAULTS: dict[str, str] = {}  # the graph hook's own failures (a graph it could not read is run uncounted)
 _WRAP_NODES = ("PostBackward", "RegisterPostBackward", "FSDP", "_DDP")
 
 
@@ -52,8 +53,15 @@ def install_graph_hook(wanted: dict[str, list[int]] | None = None) -> None:
     original = output_graph.OutputGraph.call_user_compiler
 
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
-        compiled = _eager_forward(original(self, gm, example_inputs))
-        info = _graph_info(self, gm)
+        made = original(self, gm, example_inputs)  # the backend's own result (and its own errors)
+        try:
+            compiled = _eager_forward(made)
+            info = _graph_info(self, gm)
+        except Exception as exc:  # noqa: BLE001 - the instrument never changes the run: this graph is not counted
+            _FAULTS.setdefault(
+                "graph hook", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+            )
+            return made
         _GRAPHS.append(info)
 
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -117,10 +125,17 @@ def graphs_with_lines() -> list[dict[str, Any]]:
 
 
 def _mode_class() -> type:
+    from torch._ops import HigherOrderOperator as hop_class
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Count(TorchDispatchMode):
-        """Counts operators for a Meter; transparent to dynamo (`ignore_compile_internals`)."""
+        """Counts operators for a Meter; transparent to dynamo (`ignore_compile_internals`). Every higher-order
+        operator torch defines (`torch._ops.HigherOrderOperator`: checkpointing's, rng state, cond, flex
+        attention, invoke_subgraph, auto-functionalized ops, ...) passes through it (`supports_higher_order_
+        operators`) and runs as torch runs it, the mode off; what ran inside one outside a compiled graph is
+        said not measured. The meter's own bookkeeping never raises into the run."""
+
+        supports_higher_order_operators = True
 
         def __init__(self, meter: Meter) -> None:
             super().__init__()
@@ -132,8 +147,14 @@ def _mode_class() -> type:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            self.meter.op(func, args, kwargs, out, sys._getframe(1))
+            out = func(*args, **kwargs)  # the run's own result, whatever the meter does with it
+            try:
+                if isinstance(func, hop_class):
+                    self.meter.hop(func, sys._getframe(1))
+                else:
+                    self.meter.op(func, args, kwargs, out, sys._getframe(1))
+            except Exception as exc:  # noqa: BLE001 - an instrument never changes the run: said, not raised
+                self.meter.fault(func, exc)
             return out
 
     return _Count
@@ -163,6 +184,8 @@ class Meter:
         self.compiled_ops = [0, 0]  # forward, backward operators inside compiled graphs (aot backends only)
         self.micro: list[int] = []
         self.seconds = 0.0
+        self.hops: dict[tuple[str, str], dict[str, Any]] = {}  # (operator, module) -> runs inside and outside graphs
+        self.faults: dict[str, str] = {}  # the meter's own failures, by where: said in the record, never raised
         self._mode = _mode_class()(self)
 
     @contextmanager
@@ -211,6 +234,25 @@ class Meter:
         if self.compiled:
             self._group(path, code, user.f_lineno if user is not None else 0, flops, frame)
 
+    def hop(self, func: Any, frame: Any) -> None:
+        """A higher-order operator ran (the mode off inside it): inside a compiled graph its operators are the
+        graph's; outside one they were not counted, and the module it ran in is said not measured."""
+        name = str(getattr(func, "_name", None) or getattr(func, "__name__", func))
+        node = self._node()
+        compiled = bool(_DEPTH[0]) or (node is not None and node.name().startswith("CompiledFunction"))
+        path = OUTSIDE
+        if node is None and not compiled:
+            owner = self.attr.owner(frame)[0]
+            path = OUTSIDE if owner is None else owner
+        elif node is not None:
+            path = "(backward)"
+        cell = self.hops.setdefault((name, path), {"operator": name, "module": path, "compiled": 0, "eager": 0})
+        cell["compiled" if compiled else "eager"] += 1
+
+    def fault(self, func: Any, exc: Exception) -> None:
+        where = str(getattr(func, "__name__", func))
+        self.faults.setdefault(where, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+
     def _backward(self, name: str, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         if "AccumulateGrad" in name or name.startswith(_WRAP_NODES):
             return
@@ -254,6 +296,8 @@ class Meter:
             "compiled_ops": self.compiled_ops,
             "seconds": round(self.seconds, 4),
             "measure": "aten operators outside compiled graphs, FLOPs where torch.utils.flop_counter has a formula",
+            "higher_order": sorted(self.hops.values(), key=lambda h: (h["module"], h["operator"]))[:50],
+            "meter_faults": [f"{where}: {why}" for where, why in [*self.faults.items(), *_FAULTS.items()][:10]],
         }
         if self.compiled:
             out["groups"] = groups[:200]

@@ -61,10 +61,13 @@ class LineCounter:
             sys.settrace(None)
 
     def _on_line(self, code: Any, line: int) -> Any:
-        wanted = self.wanted.get(code.co_filename)
-        if wanted is None or line not in wanted or code in self._output:
+        try:
+            wanted = self.wanted.get(code.co_filename)
+            if wanted is None or line not in wanted or code in self._output:
+                return getattr(sys, "monitoring").DISABLE  # noqa: B009
+            self.counts[code.co_filename][line] += 1
+        except Exception:  # noqa: BLE001 - the counter never raises into the run (a line it missed is not counted)
             return getattr(sys, "monitoring").DISABLE  # noqa: B009
-        self.counts[code.co_filename][line] += 1
         return None
 
     def _on_call(self, frame: Any, event: str, arg: Any) -> Any:

@@ -5,6 +5,7 @@ pins: `hard/env/lock.py`). Pure Python (importlib.metadata)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def imported() -> dict[str, str]:
@@ -25,3 +26,9 @@ def imported() -> dict[str, str]:
             except metadata.PackageNotFoundError:
                 continue
     return out
+
+
+def record_imported(record: Any, rank: int) -> None:
+    """Rank 0 records the distributions the run imported (the parent compares them with the repository's pins)."""
+    if rank == 0 and record.twin != "prepare":
+        record.data["packages"] = imported()

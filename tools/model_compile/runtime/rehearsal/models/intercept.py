@@ -7,7 +7,7 @@ Installed in each training child before the recipe's engine is imported (`instal
   rehearsal's own checkpoints pass as they are. Any other name is answered from a stand-in checkpoint
   (`stand_in.py`): its real config (`--model-config NAME=PATH`, a local folder's `config.json`, the local
   Hugging Face cache; never fetched), widths shrunk, random weights from a fixed seed, the rehearsal's
-  tokenizer (and the family's processor for a vision model). Real weights are never read. A model or config
+  tokenizer (and its model type's processor for a vision model). Real weights are never read. A model or config
   whose config is on none of those raises `ModelConfigMissing`: the rehearsal is not run, and the reason
   names the path and the option that supplies it.
 - every construction of a transformers model (`PreTrainedModel.__init__`: `Model(config)`, `from_config`,
@@ -29,7 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from model_compile.runtime.rehearsal.models import names, shrink, stand_in
+from model_compile.runtime.rehearsal.models import architecture, names, shrink, stand_in
 from model_compile.runtime.rehearsal.models.configs import (
     apply_values,
     mark_shrunk,
@@ -37,7 +37,13 @@ from model_compile.runtime.rehearsal.models.configs import (
     shrink_object,
     view_of,
 )
-from model_compile.runtime.rehearsal.models.state import STATE, ModelConfigMissing, TinyModelRefused, out_dir
+from model_compile.runtime.rehearsal.models.state import (
+    STATE,
+    ModelConfigMissing,
+    StandInRefused,
+    TinyModelRefused,
+    out_dir,
+)
 from model_compile.runtime.rehearsal.record import short_error
 
 
@@ -133,14 +139,22 @@ def _from_pretrained(func: Any) -> Any:
         if _is_tool_path(name):
             if not STATE["depth_load"]:
                 STATE["loads"].append({"class": cls.__name__, "kind": _kind(cls), "name": name, "to": name})
+            if _kind(cls) == "processor" and os.path.isdir(name):
+                _has_processor(cls, name, name)
             STATE["depth_load"] += 1
             try:
                 return func(cls, *args, **kwargs)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+                if isinstance(exc, ModuleNotFoundError) or STATE["depth_load"] > 1:
+                    raise  # a package this environment lacks; an inner load: said by the outer one
+                raise _refused(cls, name, name, exc) from exc
             finally:
                 STATE["depth_load"] -= 1
         to = redirect(cls, name, kwargs)
         if to is None:
             return func(cls, *args, **kwargs)
+        if _kind(cls) == "processor":
+            _has_processor(cls, name, to)
         if args:
             args = (to, *args[1:])
         else:
@@ -150,17 +164,56 @@ def _from_pretrained(func: Any) -> Any:
             return func(cls, *args, **kwargs)
         except OSError as exc:
             if _kind(cls) != "processor":
-                raise
+                raise _refused(cls, name, to, exc) from exc
             raise ModelConfigMissing(  # a processor whose settings are not beside the config the rehearsal read
                 f"{cls.__name__}.from_pretrained({name!r}): the rehearsal's stand-in of it has no processor settings "
                 "(preprocessor_config.json or processor_config.json beside the config it read); put the real ones "
                 f"beside the config.json you supply with --model-config {name}=PATH"
             ) from exc
+        except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+            if isinstance(exc, ModuleNotFoundError):
+                raise  # a package this environment lacks: said as the environment's
+            raise _refused(cls, name, to, exc) from exc
         finally:
             STATE["depth_load"] -= 1
 
     from_pretrained._model_compile_hook = True  # type: ignore[attr-defined]
     return from_pretrained
+
+
+def _has_processor(cls: Any, name: str, to: str) -> None:
+    """A multimodal model's stand-in holds a processor (its model type's, from transformers' registry, or the
+    real settings beside a supplied config); one without any would make the recipe's processor call quietly load
+    a bare tokenizer instead, and the recipe fail on it: the stand-in's processor is missing, said so."""
+    import json
+
+    folder = Path(to)
+    if any((folder / f).is_file() for f in stand_in.PROCESSOR_FILES):
+        return
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    multimodal = [k for k, v in config.items() if k.endswith("_config") and k != "text_config" and isinstance(v, dict)]
+    if multimodal:
+        raise ModelConfigMissing(
+            f"{cls.__name__}.from_pretrained({name!r}): the rehearsal's stand-in of it (model_type "
+            f"{config.get('model_type')!r}, with {', '.join(multimodal)}) has no processor: transformers' registry has "
+            "none for that model type and no processor settings are beside a config of it here; put the real "
+            f"preprocessor_config.json / processor_config.json beside the config.json you supply with --model-config "
+            f"{name}=PATH"
+        )
+
+
+def _refused(cls: Any, name: str, to: str, exc: BaseException) -> StandInRefused:
+    """The recipe's call raised on the stand-in it was handed (not on anything of the recipe's own)."""
+    made = names.lookup(STATE["stand_ins"], name, STATE["spec"].get("repo_root")) or {}
+    source = made.get("source") or ("the rehearsal's tiny checkpoint" if to else "a stand-in")
+    return StandInRefused(
+        f"{cls.__name__}.from_pretrained({name!r}) raised on the rehearsal's stand-in of it ({source}): "
+        f"{short_error(exc)}; the stand-in does not fit what the recipe's call accepts, so this is not the recipe's "
+        f"failure: supply the real config with --model-config {name}=PATH"
+    )
 
 
 def _missing(cls: Any, name: str) -> ModelConfigMissing:
@@ -183,20 +236,30 @@ def redirect(cls: Any, name: str, kwargs: dict[str, Any]) -> str | None:
     if made is None:
         passed = kwargs.get("config") if kind == "model" else None
         found = stand_in.real_config(name, spec, passed)
-        if found is None:
-            if kind in ("model", "config") or (kind == "processor" and not stand_in.on_machine(name, repo)):
-                raise _missing(cls, name)
-            if kind == "processor" or stand_in.on_machine(name, repo):
-                return None  # a tokenizer or processor that is on this machine: the recipe's own
+        if found is None and (kind in ("model", "config") or not stand_in.on_machine(name, repo)):
+            # nothing of it here: the architecture the recipe's call resolves (a tokenizer's or processor's
+            # call resolves the model its name names)
+            call, call_kwargs = (cls, kwargs) if kind == "model" else architecture.model_call(spec, kwargs)
+            found = architecture.resolve(call, name, call_kwargs, spec)
+        elif found is None:
+            return None  # a tokenizer or processor that is on this machine: the recipe's own
         made = stand_in.make(name, found, kind)
         STATE["stand_ins"][name] = made
     if kind in ("model", "config") and not os.path.isfile(os.path.join(made["dir"], "config.json")):
         raise _missing(cls, name)  # a stand-in made for its tokenizer alone: no config of it here
     if kind == "model":
+        if made.get("depth_unknown") and cls.__name__.startswith("AutoModel"):
+            added = architecture.add_model_class(cls, Path(made["dir"]))  # made for a processor's call first
+            if added:
+                made.setdefault("notes", []).append(f"{cls.__name__} builds {added}")
         stand_in.weights(made, cls)
-    STATE["loads"].append(
-        {"class": cls.__name__, "kind": kind, "name": name, "to": made["dir"], "source": made["source"]}
-    )
+        if STATE.get("wide") and not made["dir"].endswith(f"-{STATE['wide']}"):
+            made = stand_in.widened(made, STATE["wide"])  # the reference twin computes wider
+            STATE["stand_ins"][name] = made
+    load = {"class": cls.__name__, "kind": kind, "name": name, "to": made["dir"], "source": made["source"]}
+    if made.get("depth_unknown"):  # resolved at this call: its depth is the policy's, and what was said of it
+        load.update(depth_unknown=True, depth_set=made.get("depth_set") or [], notes=made.get("notes") or [])
+    STATE["loads"].append(load)
     return str(made["dir"])
 
 
@@ -207,7 +270,10 @@ def _repo_init(original: Any) -> Any:
         changed: list[str] = []
         if not STATE["suspended"]:  # every level: a config object of a nested module too (idempotent)
             for value in [*args, *kwargs.values()]:
-                done = shrink_object(value)
+                try:
+                    done = shrink_object(value)
+                except Exception as exc:  # noqa: BLE001 - a hook never fails the recipe's construction: said instead
+                    done = [f"{type(value).__name__} not shrunk (the hook could not read it: {short_error(exc)})"]
                 if done:
                     STATE["objects"].append({"object": type(value).__name__, "shrunk": done})
                 changed += done
@@ -268,14 +334,16 @@ def _subclasses(cls: type) -> list[type]:
     return out
 
 
-def install(spec: dict[str, Any]) -> None:
-    """Install every hook (once per process)."""
+def install(spec: dict[str, Any], wide: str | None = None) -> None:
+    """Install every hook (once per process). `wide`: the reference twin's dtype, which its stand-ins' weights
+    are read in (float32 for a recipe that trains in bf16/fp16, float64 for an fp32 one)."""
     if STATE["installed"]:
         return
     import torch
     import transformers
 
     STATE["spec"] = spec
+    STATE["wide"] = wide
     STATE["installed"] = True
     model = transformers.PreTrainedModel
     model.__init__ = _model_init(model.__init__)  # type: ignore[method-assign]

@@ -47,6 +47,8 @@ BUILDER_WIDTH = {
 HEAD_FIELDS = ("num_attention_heads", "n_heads", "num_heads", "n_head")
 KV_FIELDS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads")
 WIDE = 256
+RECOMPILE_LIMIT = 8  # torch's default `recompile_limit` (the child records the real one)
+UNKNOWN_DEPTH = RECOMPILE_LIMIT + 2  # a stack whose depth is not known: above the limit, where per-layer guards show
 DEPTH_KEYS = ("num_hidden_layers", "n_layers", "num_layers", "depth", "n_layer")
 # every width-like name: a value here must be a positive integer (a negative width is bad input)
 WIDTH_NAMES = frozenset(
@@ -247,3 +249,48 @@ def depth_of(config: dict[str, Any]) -> dict[str, Any]:
             if isinstance(vision.get(key), list):
                 out[key.replace("_", " ")] = list(vision[key])
     return out
+
+
+_INDEXED = ("index", "indexes", "indices", "layers")
+
+
+def at_depth(config: dict[str, Any], depth: int) -> tuple[dict[str, Any], list[str]]:
+    """A copy of a config (a config class's defaults: its structure) with every stack at `depth` layers: the
+    policy for a depth that is not known. What depends on a stack's depth follows it: lists of layer indexes
+    (deepstack, full-attention blocks) rescaled into the new depth, per-layer lists (`layer_types`) cut to it with
+    every kind of layer the full list has kept. Returns the copy and what changed."""
+    out = copy.deepcopy(config)
+    said: list[str] = []
+
+    def visit(node: dict[str, Any], where: str) -> None:
+        key = next((k for k in DEPTH_KEYS if _int(node.get(k)) and node[k] > 0), None)
+        if key is not None and node[key] != depth:
+            old = int(node[key])
+            node[key] = depth
+            said.append(f"{where}{key} {old} -> {depth}")
+            for name, value in list(node.items()):
+                if not isinstance(value, list) or not value or name == key:
+                    continue
+                if len(value) == old and not all(_int(v) for v in value):
+                    node[name] = _cut(value, depth)
+                    said.append(f"{where}{name}: the first {depth} of {old}")
+                elif any(part in name for part in _INDEXED) and all(_int(v) and 0 <= v < old for v in value):
+                    scaled = sorted({min(depth - 1, round(v * (depth - 1) / max(old - 1, 1))) for v in value})
+                    if scaled != value:
+                        node[name] = scaled
+                        said.append(f"{where}{name} {value} -> {scaled}")
+        for name, value in node.items():
+            if isinstance(value, dict) and name.endswith("config"):
+                visit(value, f"{where}{name}.")
+
+    visit(out, "")
+    return out, said
+
+
+def _cut(values: list[Any], depth: int) -> list[Any]:
+    """The first `depth` entries of a per-layer list, the last ones replaced by any kind the cut lost."""
+    kept = list(values[:depth])
+    lost = [v for v in dict.fromkeys(values) if v not in kept]
+    for i, kind in enumerate(lost[: len(kept)]):
+        kept[len(kept) - 1 - i] = kind
+    return kept

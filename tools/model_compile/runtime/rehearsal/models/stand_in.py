@@ -4,7 +4,7 @@ The real config of `name` comes from, in order: `--model-config NAME=PATH` (the 
 config object the recipe passed with the call, a local folder's `config.json`, the local Hugging Face cache
 (read from disk, never fetched). The stand-in is written under the rehearsal's folder (`models/<name>`), once
 for every twin and rank (written aside, then renamed: ranks racing to write it write the same bytes): the
-config with its widths shrunk, the rehearsal's word-level tokenizer, the family's processor for a vision
+config with its widths shrunk, the rehearsal's word-level tokenizer, its model type's processor for a vision
 model, and, when a model is loaded from it, random weights from a fixed seed (the recipe's random state is
 left as it was). A remote-code model keeps its `auto_map` and the code files of its local folder; a supplied
 config whose code is not here is said so.
@@ -23,13 +23,15 @@ from model_compile.runtime.rehearsal.models.names import hub_cache_dir
 from model_compile.runtime.rehearsal.models.state import (
     STATE,
     ModelConfigMissing,
+    StandInRefused,
     TinyModelRefused,
     suspended,
 )
 from model_compile.runtime.rehearsal.record import short_error
 
 SEED = 0
-PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
+KEPT = ("source", "shrunk", "model_type", "depth_unknown", "depth_set", "notes")  # what a stand-in's record says
+PROCESSOR_FILES = names.PROCESSOR_FILES
 
 
 def _local(name: str, repo: str | None) -> Path:
@@ -75,27 +77,24 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _code_files(config: dict[str, Any], code_dir: str | None, name: str) -> list[Path]:
-    """The remote-code files a config's `auto_map` needs, from the real folder; a config without them here is
-    a model whose code is not on this machine."""
-    auto_map = config.get("auto_map")
-    if not isinstance(auto_map, dict) or not auto_map:
+    """The remote-code files a config's `auto_map` needs: from the real folder, else from the repository's vendored
+    code that holds them all (the recipe's `third_party/`, say); a config whose code is on neither is a model whose
+    code is not on this machine."""
+    files = names.code_modules(config)
+    if not files:
         return []
-    refs = [str(v[0] if isinstance(v, (list, tuple)) else v) for v in auto_map.values() if v]
-    if any("--" in ref for ref in refs):  # code in another hub repository: not read offline
+    if any("--" in f for f in files):  # code in another hub repository: not read offline
         raise ModelConfigMissing(
-            f"{name}: its config's code lives in another repository ({refs[0]}), which is not on this machine"
+            f"{name}: its config's code lives in another repository ({files[0]}), which is not on this machine"
         )
-    files = sorted({ref.split(".")[0] + ".py" for ref in refs})
-    folder = Path(code_dir) if code_dir else None
-    missing = [f for f in files if folder is None or not (folder / f).is_file()]
-    if missing:
+    folder = names.code_folder(files, [*([code_dir] if code_dir else []), *names.vendored_folders(STATE["spec"])])
+    if folder is None:
         raise ModelConfigMissing(
-            f"{name}: its config names remote code ({', '.join(missing)}, model_type "
-            f"{config.get('model_type')!r}) that is not on this machine; put the checkpoint folder's *.py files "
-            "beside the config.json you supply"
+            f"{name}: its config names remote code ({', '.join(files)}, model_type {config.get('model_type')!r}) "
+            "that is not on this machine (not beside its config, not vendored in the repository); put the "
+            "checkpoint folder's *.py files beside the config.json you supply"
         )
-    assert folder is not None
-    return [folder / f for f in folder.glob("*.py")]
+    return [p for p in folder.glob("*.py") if p.name != "__init__.py"]
 
 
 def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -104,7 +103,7 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
     done = base / "stand-in.json"
     if done.is_file():
         made = json.loads(done.read_text(encoding="utf-8"))
-        return {"dir": str(base), "name": name, **{k: made.get(k) for k in ("source", "shrunk", "model_type")}}
+        return {"dir": str(base), "name": name, **{k: made.get(k) for k in KEPT}}
     tmp = base.with_name(f"{base.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -119,6 +118,9 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
             shutil.copy2(path, tmp / path.name)
         (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         info.update(source=found["source"], shrunk=changed, model_type=config.get("model_type"), real=found["config"])
+        for key in ("depth_unknown", "depth_set", "notes"):
+            if found.get(key):
+                info[key] = found[key]
     with suspended():
         tokenizer = assets.write_tokenizer(tmp)
         vision = (found or {}).get("config", {}).get("vision_config")
@@ -143,7 +145,7 @@ def make(name: str, found: dict[str, Any] | None, kind: str) -> dict[str, Any]:
         tmp.rename(base)
     except OSError:  # another rank made it first: the same bytes
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"dir": str(base), "name": name, **{k: info.get(k) for k in ("source", "shrunk", "model_type")}}
+    return {"dir": str(base), "name": name, **{k: info.get(k) for k in KEPT}}
 
 
 def weights(made: dict[str, Any], cls: Any) -> None:
@@ -169,10 +171,17 @@ def weights(made: dict[str, Any], cls: Any) -> None:
             try:
                 config = _config_of(cls, folder)
             except (ValueError, KeyError, OSError) as exc:
-                raise ModelConfigMissing(
-                    f"{made.get('name') or folder.name}: transformers here cannot build a model of its config "
-                    f"(model_type {made.get('model_type')!r}): {str(exc).splitlines()[0][:160] if str(exc) else exc}"
+                raise StandInRefused(
+                    f"{made.get('name') or folder.name}: the recipe's call {cls.__name__}.from_pretrained cannot build "
+                    f"the stand-in's config (model_type {made.get('model_type')!r}, {made.get('source')}): "
+                    f"{short_error(exc)}; supply the real config with --model-config {made.get('name')}=PATH"
                 ) from exc
+            if not _builds(cls, config):
+                raise StandInRefused(
+                    f"{made.get('name') or folder.name}: the recipe's call {cls.__name__}.from_pretrained cannot build "
+                    f"the stand-in's {type(config).__name__} ({made.get('source')}); supply the real config with "
+                    f"--model-config {made.get('name')}=PATH"
+                )
             try:
                 model = _build(cls, config)
             except ModelConfigMissing:
@@ -187,13 +196,46 @@ def weights(made: dict[str, Any], cls: Any) -> None:
                         f"{short_error(first)}; with each head at its real size, {short_error(second)} (the real widths were not "
                         "tried: they may not fit)"
                     ) from second
-            model.save_pretrained(str(tmp))
+            from model_compile.runtime.rehearsal.inputs.assets import save_model
+
+            tmp.mkdir(parents=True, exist_ok=True)
+            save_model(model, tmp)
         finally:
             torch.set_default_dtype(before)
     del model
     for path in tmp.glob("*.safetensors*"):
         os.replace(path, folder / path.name)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def widened(made: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """The reference twin's copy of a stand-in: the same weights in `dtype` (float32 for a recipe that trains in
+    bf16/fp16, float64 for an fp32 one), its config saying so, as the rehearsal's own checkpoint has its
+    reference copy; made once (written aside, then renamed)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = Path(made["dir"])
+    dst = src.with_name(f"{src.name}-{dtype}")
+    if not (dst / "stand-in.json").is_file():
+        tmp = dst.with_name(f"{dst.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.safetensors"))
+        wide = getattr(torch, dtype)
+        for path in src.glob("*.safetensors"):
+            tensors = {k: v.to(wide) if v.is_floating_point() else v for k, v in load_file(str(path)).items()}
+            save_file(tensors, str(tmp / path.name), metadata={"format": "pt"})
+        config = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
+        for node in [config] + [v for k, v in config.items() if isinstance(v, dict) and k.endswith("config")]:
+            for key in ("torch_dtype", "dtype"):
+                if key in node or node is config:
+                    node[key] = dtype
+        (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        try:
+            tmp.rename(dst)
+        except OSError:  # another rank made it first: the same bytes
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {**made, "dir": str(dst)}
 
 
 def _config_of(cls: Any, folder: Path) -> Any:
@@ -204,6 +246,19 @@ def _config_of(cls: Any, folder: Path) -> Any:
     if own is not None and not cls.__name__.startswith("Auto"):
         return own.from_pretrained(str(folder))
     return transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=True)
+
+
+def _builds(cls: Any, config: Any) -> bool:
+    """Whether the call's class builds this config: an Auto class by its mapping or the config's `auto_map`."""
+    if not cls.__name__.startswith("AutoModel"):
+        return True
+    auto_map = getattr(config, "auto_map", None) or {}
+    if cls.__name__ in auto_map:
+        return True
+    try:
+        return type(config) in cls._model_mapping
+    except Exception:  # noqa: BLE001 - a mapping that cannot say: the build itself will
+        return True
 
 
 def _build(cls: Any, config: Any) -> Any:
