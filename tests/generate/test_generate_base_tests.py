@@ -100,7 +100,8 @@ def test_conftest_follows_the_siblings_and_the_stage_mesh(templated):
     }
     assert all(ast.get_docstring(f) for f in functions) and ast.get_docstring(tree)
     assert "tests/conftest.py was missing: created with the sibling recipes' options" in err
-    assert "--world-size (default 8: parallel.mesh of train.yaml: replicate -1 x shard 4 x tensor 2)" in err
+    assert "--world-size (default 8: parallel.mesh of train.yaml: replicate -1 x shard 4 x tensor 2 (a -1 fills" in err
+    assert "the stage fixes no world size; the least is shown)" in err
     assert (
         "recipe smoke test with compile on: python -m pytest recipes/toy_vlm/tests/test_smoke.py -q --run-smoke "
         "--config-name train --world-size 8 --config-override model.compile.enabled=true" in err  # the stage's own

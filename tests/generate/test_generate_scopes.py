@@ -97,7 +97,7 @@ def test_inferred_blocks_under_a_checkpoint_inside_forward_compile_their_attenti
     assert code == 0, err
     assert "Qwen2VLDecoderLayer is a GradientCheckpointingLayer and transformers 5.99.0" in err
     assert "runs the checkpoint inside its forward" in err and "compiles nothing (dynamo traces" in err
-    assert "`self.config.model.gradient_checkpointing.enabled`: on in train" in err
+    assert "`self.config.model.gradient_checkpointing.enabled`: on in stage2, train" in err  # stage2: the default
     assert f"target: {ATTN}, {MLP} (picked: the form that compiles" in err
     assert per_block_loop((repo / ENGINE_REL).read_text()) == LOOP
 
@@ -231,3 +231,33 @@ def test_the_smoke_note_without_config_override_never_asks_for_a_stage_file_edit
     note = next(line for line in err.splitlines() if "registers no --config-override" in line)
     assert "never by setting `enabled: true` in a stage file to test" in note
     assert "model-compile rehearse recipes/toy_vlm" in note and "to `true` in" not in note
+    smoke = next(line for line in err.splitlines() if "tests/test_smoke.py" in line and "recipe smoke test" in line)
+    assert "with compile on" not in smoke and "it compiles only where its stage file does" in smoke
+
+
+def test_a_stage_that_leaves_checkpointing_out_has_the_schemas_default(repo):
+    """stage2 sets no gradient_checkpointing: the schema's default decides it there, not 'not decided'."""
+    code, out, err = run_generate(
+        str(repo / RECIPE_REL), "--path", "regional", "--reason", REASON, "--config-name", "stage2"
+    )
+    assert code == 0, err
+    assert "`self.config.model.gradient_checkpointing.enabled`: on in stage2" in err and "not decided" not in err
+    assert f"target: {ATTN}, {MLP} (picked: the form that compiles" in err
+
+    schema = repo / RECIPE_REL / "configs" / "schema.py"
+    schema.write_text(schema.read_text().replace("    enabled: bool = True\n", "    enabled: bool = False\n"))
+    _commit(repo)
+    code, out, err = run_generate(
+        str(repo / RECIPE_REL), "--path", "regional", "--reason", REASON, "--config-name", "stage2"
+    )
+    assert code == 0, err
+    assert "gradient checkpointing" not in err and "picked" not in err and "block.compile(" in out
+
+
+def test_targets_that_run_none_of_the_repositorys_code_say_so(repo):
+    code, out, err = run_generate(
+        str(repo / RECIPE_REL), "--path", "regional", "--reason", REASON, "--config-name", "stage2"
+    )
+    assert code == 0, err
+    inside = [line for line in err.splitlines() if "inside the compiled targets:" in line]
+    assert inside and any("none of the repository's own code seen running inside them" in line for line in inside)

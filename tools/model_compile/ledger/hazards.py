@@ -258,4 +258,10 @@ def describe(ins: Inside, model_var: str, attn: str | None) -> list[str]:
             "compile hazard seen statically (`.item()`, `.tolist()`, data-dependent branches and loops, print, "
             "torch.compiler.disable)"
         )
+    elif not ins.patched:
+        outside = f"; the repository's patches {', '.join(ins.outside)} run outside them" if ins.outside else ""
+        out.append(
+            "none of the repository's own code seen running inside them (a static walk of their forwards through "
+            f"the model's code and transformers{with_attn}){outside}"
+        )
     return out

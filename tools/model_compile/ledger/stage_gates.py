@@ -92,15 +92,18 @@ def _switches(condition: str) -> list[tuple[list[str], bool]]:
     return out
 
 
-def gate_on(event: Event, stages: Mapping[str, Any]) -> dict[str, bool | None]:
+def gate_on(event: Event, stages: Mapping[str, Any], defaults: Any = None) -> dict[str, bool | None]:
     """{stage: whether the event's gate is on there}: True when every switch it reads that the stage sets is on
-    (an ungated step is on everywhere), False when one is off, None when it reads a switch the stage leaves out."""
+    (an ungated step is on everywhere), False when one is off, None when it reads a switch the stage leaves out
+    and `defaults` (the schema's field defaults as nested sections: parse.schema) does not decide either."""
     switches = [s for cond in event.condition for s in _switches(cond)]
     out: dict[str, bool | None] = {}
     for name, data in stages.items():
         state: bool | None = True
         for chain, want in switches:
             value = lookup(data, chain)
+            if value is _MISSING and defaults:
+                value = lookup(defaults, chain)
             if value is _MISSING or not isinstance(value, bool):
                 state = None if state is True else state
             elif value != want:
@@ -110,11 +113,12 @@ def gate_on(event: Event, stages: Mapping[str, Any]) -> dict[str, bool | None]:
     return out
 
 
-def stages_with(events: list[Event], stages: Mapping[str, Any]) -> dict[str, bool | None]:
-    """{stage: whether any of `events` (say, every checkpointing call prepare_model() reaches) runs there}."""
+def stages_with(events: list[Event], stages: Mapping[str, Any], defaults: Any = None) -> dict[str, bool | None]:
+    """{stage: whether any of `events` (say, every checkpointing call prepare_model() reaches) runs there}; a
+    switch a stage leaves out is the schema's default (`defaults`) where it has one."""
     out: dict[str, bool | None] = {name: False for name in stages}
     for event in events:
-        for name, on in gate_on(event, stages).items():
+        for name, on in gate_on(event, stages, defaults).items():
             if on is True or (on is None and out[name] is False):
                 out[name] = on
     return out

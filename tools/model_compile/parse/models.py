@@ -47,6 +47,12 @@ class SchemaFacts(BaseModel):
     )
     fields: dict[str, FieldFact] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list)
+    defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="the root config's literal field defaults as nested sections (what a stage that leaves a key out "
+        "gets): `{model: {gradient_checkpointing: {enabled: False}}}`",
+    )
 
 
 class StageFacts(BaseModel):

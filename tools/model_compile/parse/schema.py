@@ -147,6 +147,7 @@ def schema_facts(mod: PyModule, root_class: str | None = None) -> SchemaFacts:
         facts.problems.append("no config class with a `model` field")
         return facts
     facts.root_class = root.name
+    facts.defaults = _defaults(root, classes, aliases)
     model_stmt = _fields(root, classes).get("model")
     model_cls = _field_type(model_stmt, classes, aliases) if model_stmt else None
     if model_cls is None:
@@ -175,6 +176,27 @@ def schema_facts(mod: PyModule, root_class: str | None = None) -> SchemaFacts:
     fields = _fields(compile_cls, classes)
     facts.fields = {name: _field_fact(fields.get(name), aliases) for name in COMPILE_FIELDS}
     return facts
+
+
+def _defaults(
+    cls: ast.ClassDef, classes: dict[str, ast.ClassDef], aliases: dict[str, ast.expr], depth: int = 0
+) -> dict[str, Any]:
+    """The literal defaults of a config class's fields, a field whose type is a class of the file as its own
+    section (what a stage that leaves the key out gets); a field without a literal default is left out."""
+    out: dict[str, Any] = {}
+    if depth > 6:
+        return out
+    for name, stmt in _fields(cls, classes).items():
+        sub = _field_type(stmt, classes, aliases)
+        if sub is not None and sub.name != cls.name:
+            inner = _defaults(sub, classes, aliases, depth + 1)
+            if inner:
+                out[name] = inner
+            continue
+        value, _, _ = _default(stmt)
+        if value is not _NO_DEFAULT:
+            out[name] = value
+    return out
 
 
 def _is_bool(annotation: ast.expr) -> bool:

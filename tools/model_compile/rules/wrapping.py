@@ -100,7 +100,8 @@ def _consequence(ctx: RecipeContext, on: list[str]) -> str:
     events = [e for lg in ctx.ledgers for e in lg.of("checkpointing") if e.reachable]
     if "stage_data" not in ctx.memo:
         ctx.memo["stage_data"] = load_stages(ctx.stage_texts)
-    checkpointed = stages_with(events, ctx.memo["stage_data"]) if events else {}  # type: ignore[arg-type]
+    data = ctx.memo["stage_data"]
+    checkpointed = stages_with(events, data, ctx.config.schema_.defaults) if events else {}  # type: ignore[arg-type]
     ckpt = [n for n in on if checkpointed.get(n) is True]
     maybe = [n for n in on if checkpointed.get(n) is None]
     text = (

@@ -70,6 +70,8 @@ def world_size(facts: StageFacts) -> WorldSize:
     why = f"parallel.mesh of {posixpath.basename(facts.file)}: {shown}"
     if facts.mesh.get("shard", 1) <= 0:
         why += " (shard -1 fills: 2 ranks exercise its FSDP2 wrap)"
+    elif any(v <= 0 for _, v in dims):
+        why += " (a -1 fills whatever ranks the launch starts: the stage fixes no world size; the least is shown)"
     return WorldSize(size, why)
 
 

@@ -170,6 +170,7 @@ def build_plan(opts: Options) -> Plan:
         stages=facts_now,
         stage_texts={p.name: _read(p) for p in mine},
         command=_command(files.rel(files.recipe), opts),
+        defaults=report.config.schema_.defaults if report is not None else None,
     )
     plan.notes.extend(structure.notes)
     plan.offered = structure.offered
@@ -394,12 +395,19 @@ def build_plan(opts: Options) -> Plan:
     facts = {s: facts[s] for s in acted}
     if opts.path == "kit":
         texts = {p.name: _read(p) for p in mine}
-        suggested = suggest_regional(layout, model_var, kept, all_ledgers, facts, texts)
+        defaults = report.config.schema_.defaults if report is not None else None
+        suggested = suggest_regional(layout, model_var, kept, all_ledgers, facts, texts, defaults)
         plan.sharding = sharding_notes(files, list(facts), facts, "kit", model_var, suggested)
     if commands["launch"]:
         plan.notes.append(f"run with compile on: {commands['launch']}")
     if commands["tests"]:
-        plan.notes.append(f"recipe smoke test with compile on: {commands['tests']}")
+        label = (
+            "recipe smoke test with compile on"
+            if not commands["tests_note"]
+            else "recipe smoke test (no option of its tests turns compile on: it compiles only where its stage file "
+            "does)"
+        )
+        plan.notes.append(f"{label}: {commands['tests']}")
         for command in sharded_smoke_commands(files, facts, repo_text):  # where the placement around sharding matters
             plan.notes.append(f"smoke test with compile on in a stage whose mesh shards the model: {command}")
     if commands["tests_note"]:

@@ -290,6 +290,7 @@ def build_stage_plan(opts: StageOptions) -> StagePlan:
         layout = models.layout
         kept = kept_eager(kits, ledgers, model_var)
         texts = {p.name: guard.read_source(p, files.rel(p), None, None) for p in files.stages}
-        suggested = suggest_regional(layout, model_var, kept, ledgers, facts, texts)
+        defaults = report.config.schema_.defaults if report is not None else None
+        suggested = suggest_regional(layout, model_var, kept, ledgers, facts, texts, defaults)
         plan.sharding = sharding_notes(files, opts.enable, facts, path, model_var, suggested)
     return plan

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from model_compile.generate.planning.locate import ModelLayout
 from model_compile.ledger.models import Ledger
@@ -97,15 +98,18 @@ def _inner(layout: ModelLayout, element: str) -> tuple[list[str], list[str]]:
     return [c.path for c in children if not c.optional], [c.path for c in children if c.optional]
 
 
-def _checkpointing(ledgers: list[Ledger], stages: dict[str, StageFacts], texts: dict[str, str]) -> str | None:
+def _checkpointing(
+    ledgers: list[Ledger], stages: dict[str, StageFacts], texts: dict[str, str], defaults: dict[str, Any] | None
+) -> str | None:
     """Where prepare_model() enables gradient checkpointing and in which stages acted on it is on; None when it does
-    not, or when its switch is off in every stage acted on (`ledger/stage_gates.py` reads the switch)."""
+    not, or when its switch is off in every stage acted on (`ledger/stage_gates.py` reads the switch; a stage that
+    leaves it out has the schema's default)."""
     found = [e for lg in ledgers for e in lg.of("checkpointing") if e.reachable]
     if not found:
         return None
     e = found[0]
     where = f"`{e.call.split('(')[0]}` (line {e.line})"
-    state = stages_with(found, load_stages(texts)) if texts else {}
+    state = stages_with(found, load_stages(texts), defaults) if texts else {}
     on = sorted(n for n, v in state.items() if v is True)
     unknown = sorted(n for n, v in state.items() if v is None)
     if state and not on and not unknown:
@@ -129,6 +133,7 @@ def check_structure(
     stages: dict[str, StageFacts],
     stage_texts: dict[str, str],
     command: str,
+    defaults: dict[str, Any] | None = None,
 ) -> Structure:
     """Check what each target compiles into; pick (inferred targets) or offer (given ones) the form that compiles.
     `command`: the generate command without its --target options (for the offered one)."""
@@ -136,7 +141,7 @@ def check_structure(
     if layout is None or kind not in ("regional", "submodule"):
         return out
     tree = layout.tree
-    checkpointing = _checkpointing(ledgers, stages, stage_texts)
+    checkpointing = _checkpointing(ledgers, stages, stage_texts, defaults)
     sharded = sorted(name for name, facts in stages.items() if facts.wrapping == "fsdp2")
     better: list[str] = []
     for target in targets:
@@ -214,6 +219,7 @@ def suggest_regional(
     ledgers: list[Ledger],
     stages: dict[str, StageFacts],
     stage_texts: dict[str, str],
+    defaults: dict[str, Any] | None = None,
 ) -> tuple[list[str], str] | None:
     """The regional targets that compile for this model (its block containers, less what the kit keeps eager,
     inside the checkpoint where checkpointing wraps the blocks), and where the model was read; None unknown."""
@@ -232,6 +238,7 @@ def suggest_regional(
         stages=stages,
         stage_texts=stage_texts,
         command="",
+        defaults=defaults,
     )
     return checked.targets, layout.why
 
