@@ -543,6 +543,33 @@ def test_a_base_without_the_recipe_is_not_rehearsed(
     assert "the recipe does not exist at HEAD" in (head.base.reason or "")
 
 
+def test_a_base_without_the_recipe_names_its_own_revision_never_a_cached_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two bases without the recipe read the same (no) files: an agent's second review, against another base, was
+    told the recipe 'does not exist at' the first base's revision, read back from the cache."""
+    import sys
+
+    from model_compile.hard.env.interpreter import Interpreter
+    from model_compile.hard.models import Environment
+    from model_compile.hard.rehearsal import base, command
+
+    cache: dict[str, RehearsalFacts] = {}
+    monkeypatch.setattr(base, "only_the_switch", lambda top, commit: None)
+    monkeypatch.setattr(base, "load", lambda key: cache.get(key))
+    monkeypatch.setattr(base, "save", lambda key, facts: cache.__setitem__(key, facts))
+    monkeypatch.setattr("model_compile.hard.env.worktree.Worktree", _tree_at(tmp_path / "empty"))
+    env = Environment(python="3.11", executable="python", label="cpu-only")
+    interp = Interpreter(path=sys.executable, source="tool", reason="test")
+    for rev in ("HEAD", "HEAD~0"):
+        head = RehearsalFacts(status="passed", label="cpu-only (tiny model)")
+        command.with_base(
+            head, RECIPES / "lm_blocks", RECIPES.parent, interp, {}, env, tmp_path, command.Options(base=rev), None
+        )
+        assert head.base is not None and head.base.reason == f"the recipe does not exist at {rev}"
+    assert cache == {}
+
+
 def test_a_compiled_rank_that_stopped_before_comparing_is_read_without_a_crash(tmp_path: Path) -> None:
     records = _records([0.0], [0.0], [_micro(0, graphs=1)])
     broken = {

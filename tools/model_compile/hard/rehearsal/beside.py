@@ -116,6 +116,11 @@ def _materialize_and_rehearse(
 
     worktree = Worktree(top, job.commit, reads=[rel], prefix="model-compile-base-")
     with worktree as tree_dir:
+        if not (tree_dir / rel).is_dir():  # decided at once, never cached: its words name this revision
+            job.facts = rehearsal.not_run(
+                f"the recipe does not exist at {job.rev}", f"{environment.label} (tiny model)"
+            )
+            return
         key = base.cache_key(worktree.digest(), rel, options, interp.path)
         job.facts = base.load(key)
         job.cached = job.facts is not None
