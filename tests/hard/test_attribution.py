@@ -268,3 +268,21 @@ def test_an_attribute_the_repositorys_own_object_lacks_is_the_recipes_whatever_t
     (att,) = facts.attribution
     assert att.owner == "recipe" and att.evidence[0].startswith("the repository's own TrainStepContext lacks")
     assert att.ruled_out == ["the rehearsal's stand-in model and batches (the object is the repository's own)"]
+
+
+def test_failures_whose_attribution_reads_the_same_are_one_block_counted() -> None:
+    from model_compile.hard.facts import Attribution
+    from model_compile.hard.rehearsal.render import attribution_lines
+
+    facts = _facts("failed", "recompile limit hit")
+    same = {"owner": "recipe", "part": "compile", "evidence": ["only compile differs"]}
+    facts.attribution = [
+        Attribution(failure="limit hit at step 5", **same),
+        Attribution(failure="limit hit at step 6", **same),
+        Attribution(failure="no parity", owner="tool", evidence=["the meter raised"]),
+    ]
+    lines = attribution_lines(facts)
+    assert lines == [
+        "whose: recipe (compile) - only compile differs (the same for 2 failures)",
+        "whose: tool - the meter raised",
+    ]

@@ -116,3 +116,6 @@ def test_the_text_report_keeps_the_rehearsals_failures_fixes_coverage_changed_li
     shown = text_mod._first_lines(lines)
     assert len(shown) == text_mod.REHEARSAL_LINES and all(m in shown for m in must)
     assert shown.index("FAILED: x") > shown.index("stage line 0")  # the rehearsal's own order is kept
+    stood_in = "batches: from synthetic batches, which every figure here comes from, because the data path failed"
+    shown = text_mod._first_lines([*lines, stood_in])
+    assert stood_in in shown and all(m in shown for m in must[:2])

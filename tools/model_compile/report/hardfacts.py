@@ -223,8 +223,8 @@ def planned_layers(
                     name=spec.name,
                     status="not-run",
                     where="-",
-                    reason=f"{rel} is in the merge result (from {merged[0]}), not in this checkout: `review --hard` runs "
-                    "it there",
+                    reason=f"{rel} is in the merge result (of the change into {merged[0]}), not in this checkout: "
+                    "`review --hard` runs it there",
                 )
             )
         else:

@@ -35,6 +35,8 @@ class RuntimeTree:
     commit: str | None = None
     target: str | None = None
     notes: list[str] = field(default_factory=list)
+    merge_base: str | None = None  # a merge: where the branch left the target, and the target as named
+    target_name: str | None = None
 
     @property
     def materialized(self) -> bool:
@@ -57,6 +59,8 @@ def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
             base=merge.target_commit,
             commit=diff.head.commit,
             target=merge.target_commit,
+            merge_base=merge.merge_base,
+            target_name=merge.target,
             notes=[
                 f"the runtime layers ran on the merge result of {_short(head_rev, merge.target)} into {merge.target} "
                 f"(git merge-tree, in a temporary tree), and the base's on {merge.target}'s tip "
@@ -369,4 +373,11 @@ def hard_on_change(
             home=root,
         )
         reports = relabel(reports, folder, root)
-    return reports, notes, where.notes + tree_notes
+    said: list[str] = []
+    if where.kind == "merge" and where.merge_base and where.target:
+        from model_compile.report.merge_drift import gone_since
+
+        texts = {name: r.model_dump_json() for name, r in reports.items()}
+        heads = {r.name: (where.commit, r.path) for r in recipes if where.commit}
+        said = gone_since(root, where.merge_base, where.target, where.target_name or where.target, texts, heads)
+    return reports, notes, where.notes + tree_notes + said

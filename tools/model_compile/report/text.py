@@ -153,9 +153,17 @@ def _recipe(r: RecipeSection) -> list[str]:
 FIRST = ("against the base", "FAILED", "fix", "compiled:", "the change's lines", "parity", "keys")
 
 
+def _rank(line: str) -> float:
+    """Where a rehearsal line stands in FIRST; batches that stood in for a data path that failed come right after
+    the failures: every figure comes from them."""
+    if line.startswith("batches:") and "synthetic batches" in line and "data path failed" in line:
+        return 1.5
+    return next((i for i, p in enumerate(FIRST) if line.startswith(p)), len(FIRST))
+
+
 def _first_lines(lines: list[str]) -> list[str]:
     """Up to REHEARSAL_LINES of the rehearsal's lines, those in FIRST before the rest, each kept in its order."""
-    rank = [next((i for i, p in enumerate(FIRST) if ln.startswith(p)), len(FIRST)) for ln in lines]
+    rank = [_rank(ln) for ln in lines]
     chosen = sorted(sorted(range(len(lines)), key=rank.__getitem__)[:REHEARSAL_LINES])
     return [lines[i] for i in chosen]
 

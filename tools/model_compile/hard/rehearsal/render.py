@@ -259,13 +259,18 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
 
 def attribution_lines(facts: RehearsalFacts, limit: int = 4) -> list[str]:
     """Whose each failure is, with its evidence, control, what is not ruled out and what supplies it."""
-    out = []
-    for att in facts.attribution[:limit]:
+    blocks: dict[tuple[str, ...], int] = {}  # failures whose attribution reads the same: one block, counted
+    for att in facts.attribution:
         part = f" ({att.part})" if att.part else ""
-        out.append(f"whose: {att.owner}{part} - {shorten('; '.join(att.evidence[:2]), 400)}")
+        lines: list[str] = [f"whose: {att.owner}{part} - {shorten('; '.join(att.evidence[:2]), 400)}"]
         said = {"control": [att.control or ""], "ruled out": att.ruled_out, "not ruled out": att.not_ruled_out}
         said["supply"] = [att.supply or ""]
-        out += [f"  {label}: {shorten('; '.join(items), 300)}" for label, items in said.items() if any(items)]
+        lines += [f"  {label}: {shorten('; '.join(items), 300)}" for label, items in said.items() if any(items)]
+        blocks[tuple(lines)] = blocks.get(tuple(lines), 0) + 1
+    out = []
+    for block, count in list(blocks.items())[:limit]:
+        first = block[0] + (f" (the same for {count} failures)" if count > 1 else "")
+        out += [first, *block[1:]]
     return out
 
 
