@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from model_compile.vocabulary import DocKind
 
@@ -47,7 +48,7 @@ class SchemaFacts(BaseModel):
     )
     fields: dict[str, FieldFact] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list)
-    defaults: dict[str, Any] = Field(
+    defaults: SkipJsonSchema[dict[str, Any]] = Field(  # read by rules and generate, never written out
         default_factory=dict,
         exclude=True,
         description="the root config's literal field defaults as nested sections (what a stage that leaves a key out "
