@@ -294,7 +294,8 @@ def _against_base(layer: LayerResult, spec: LayerSpec, ctx: Context) -> None:
         layer.reason = f"existing: it {base.status} on the base {short} too. " + (layer.reason or "")
     else:
         layer.existing = False
-        there = "does not exist there" if base.status == "missing" else base.status
+        words = {"missing": "does not exist there", "skipped": "was skipped", "not-run": "did not run"}
+        there = words.get(base.status, base.status)
         layer.reason = f"new with the change: on the base {short} it {there}. " + (layer.reason or "")
 
 
