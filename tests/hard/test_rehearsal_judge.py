@@ -700,3 +700,14 @@ def test_a_base_that_differs_only_in_the_compile_switch_is_not_rehearsed_again(
         "is already there at the base"
     ]
     assert summary_lines(head)[0].startswith("against the base HEAD: the base (HEAD) differs from what was rehearsed")
+
+
+def test_a_head_that_did_not_train_has_no_measure_marked_against_the_base() -> None:
+    """The nested-checkpoint branch's head failed eager before a step: its keys were listed `-` as new with the
+    change and the base's limit hits as gone with it."""
+    from model_compile.hard.rehearsal import base
+
+    head = RehearsalFacts(status="not-run", label="cpu-only (tiny model)", reason="the fp32 reference failed")
+    at_base = RehearsalFacts(status="failed", label="cpu-only (tiny model)", keys={"state_dict": "3 unchanged"})
+    (line,) = base.versus(head, at_base, "main")
+    assert line.endswith("the head did not train, so none of its measures can be marked against the base's")

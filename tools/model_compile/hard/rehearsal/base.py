@@ -326,6 +326,8 @@ def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str, how: str = "aft
     if base.status in ("not-run", "tool-error", "timeout"):
         return [f"the base ({rev}) was not rehearsed ({base.status}: {base.reason}); nothing of the head can be marked"]
     out = [f"verdict of each on its own (before the comparison): head {head.status}, base ({rev}) {base.status}"]
+    if head.status not in ("passed", "failed"):  # the head did not train: no measure of it is new, none gone
+        return [out[0] + ": the head did not train, so none of its measures can be marked against the base's"]
     for name in sorted(set(head.keys) | set(base.keys)):
         h, b = head.keys.get(name, "-"), base.keys.get(name, "-")
         changed_h, changed_b = "unchanged" not in h, "unchanged" not in b

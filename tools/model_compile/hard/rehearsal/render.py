@@ -212,11 +212,11 @@ def summary_lines(facts: RehearsalFacts) -> list[str]:
         out.append(fix_line(fix))
         if fix.command and fix.tried != "disproven":
             out.append(f"fix command: `{fix.command}`")
-    model = facts.model_class or "the recipe's model"
+    model = f"a tiny {facts.model_class}" if facts.model_class else "the recipe's model, tiny"
     size = f" ({facts.parameters:,} parameters)" if facts.parameters else ""
     # the facts a reader needs first lead each line (the text view cuts a long line at its end)
     out.append(
-        f"stage {facts.stage} on a tiny {model}{size}; {_depth(facts)}; wrap: {facts.wrap}; "
+        f"stage {facts.stage} on {model}{size}; {_depth(facts)}; wrap: {facts.wrap}; "
         f"precision: {facts.precision}; model: {facts.model_source}"
     )
     source, _, seen = str(facts.batches).partition("; seen: ")
