@@ -76,3 +76,26 @@ def test_a_call_written_over_lines_ran_when_its_statement_ran_and_its_body_line_
     changes.read(facts, _recs(counts, counts), spec)
     (hunk,) = facts.changed_lines
     assert hunk.lines == [2, 3, 4, 5, 6, 7] and hunk.ran_eager == 2 and hunk.not_reached == [7]
+
+
+def test_a_changed_signature_runs_when_its_function_is_called_not_when_it_is_defined(tmp_path) -> None:
+    """A def line runs at import: an agent read `2 ran as Python` of a change whose new function was never called."""
+    util = tmp_path / "pkg" / "util.py"
+    util.parent.mkdir(parents=True)
+    util.write_text(
+        "@staticmethod\n"  # 1
+        "def save(model,\n"  # 2
+        "         processor=None):\n"  # 3
+        '    """Save it."""\n'  # 4
+        "    return model\n"  # 5
+        "def used(x):\n"  # 6
+        "    return x\n"  # 7
+    )
+    facts = RehearsalFacts(label="cpu-only (tiny model)")
+    spec = {"repo_root": str(tmp_path), "changed_lines": {"pkg/util.py": [1, 2, 3, 6]}}
+    path = str(util)
+    counts = {"counts": {path: {"1": 1, "2": 1, "6": 1, "7": 5}}, "imported": [path]}  # defined; only used() called
+    changes.read(facts, _recs(counts, counts), spec)
+    first, second = facts.changed_lines
+    assert first.lines == [1, 2, 3] and first.ran_eager == 0 and first.not_reached == [1, 2, 3]
+    assert second.lines == [6] and second.ran_eager == 5 and second.not_reached == []

@@ -115,3 +115,20 @@ def test_a_rename_fails_the_head_unless_documented() -> None:
     base.apply(documented, at_base, "main")
     assert documented.status == "passed" and documented.regressions == []
     assert any("documented by the change (e.py:3" in v for v in base.versus(documented, at_base, "main"))
+
+
+def test_nothing_worse_says_so_when_none_of_the_changes_lines_ran() -> None:
+    """A change to checkpoint saving that the rehearsal never reaches: 'the change makes nothing worse' covers
+    nothing of it, and the verdict says so (an agent found the save code never ran)."""
+    from model_compile.hard.facts import ChangedLines
+
+    head = RehearsalFacts(
+        status="failed",
+        label="x",
+        reason="compile has no effect on layers",
+        steps=[RehearsalStep(step=0, shape="s")],
+        changed_lines=[ChangedLines(file="pkg/save.py", lines=[3, 4], ran_compiled=0, ran_eager=0, not_reached=[3, 4])],
+    )
+    at_base = RehearsalFacts(status="failed", label="x", steps=[RehearsalStep(step=0, shape="s")])
+    base.apply(head, at_base, "main")
+    assert head.existing and "none of its 1 changed hunk(s) ran here: it says nothing of them" in (head.reason or "")

@@ -18,8 +18,17 @@ def reasons(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def _rows_feed() -> feed.Feed:
-    return feed.Feed({"data": {"mode": "rows", "reason": "the stage's data is not here"}})
+def _rows_feed(model_dir: Any = None) -> feed.Feed:
+    data = {"mode": "rows", "reason": "the stage's data is not here", "model_dir": str(model_dir or "")}
+    return feed.Feed({"data": data})
+
+
+def _stand_in(tmp_path: Any, vision: bool) -> Any:
+    import json
+
+    config = {"model_type": "qwen3_vl", "vision_config": {"depth": 2}} if vision else {"model_type": "qwen3"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
 
 
 def _batch(images: bool) -> dict[str, Any]:
@@ -29,8 +38,11 @@ def _batch(images: bool) -> dict[str, Any]:
     return out
 
 
-def test_a_loader_that_dropped_every_image_gives_way_to_synthetic_batches_and_says_why(reasons: list[str]) -> None:
-    assert _rows_feed()._loader([_batch(False), _batch(False), _batch(False)]) == "synthetic"
+def test_a_loader_that_dropped_every_image_gives_way_to_synthetic_batches_and_says_why(
+    reasons: list[str], tmp_path: Any
+) -> None:
+    fed = _rows_feed(_stand_in(tmp_path, vision=True))
+    assert fed._loader([_batch(False), _batch(False), _batch(False)]) == "synthetic"
     (reason,) = reasons
     assert "dropped every image: 12 synthetic rows read (9 images in them)" in reason
     assert "logs folder" in reason and "the real run may drop them too" in reason
@@ -115,3 +127,16 @@ def test_visual_inputs_are_found_under_any_key_that_names_them() -> None:
     assert _has_images({"input_ids": ids, "media": {"video_frames": [torch.ones(2, 3, 8, 8)]}})
     assert not _has_images({"input_ids": ids, "pixel_values": torch.ones(0, 3)})
     assert not _has_images({"input_ids": ids, "labels": ids})
+
+
+@pytest.mark.parametrize("vision", [False, None])
+def test_a_text_model_or_one_not_built_yet_keeps_the_recipes_batches_without_images(
+    reasons: list[str], tmp_path: Any, vision: bool | None
+) -> None:
+    """qwen3 (text only) was told its data path dropped every image 'on which its vision tower would never run'
+    and trained on synthetic batches instead of the recipe's own."""
+    fed = _rows_feed(_stand_in(tmp_path, vision=False) if vision is False else tmp_path / "not-written")
+    batches = fed.loader([_batch(False), _batch(False), _batch(False)])
+    assert reasons == [] and len(list(batches)) == 3
+    said = "the model has no vision tower" if vision is False else "the model is known only once built"
+    assert fed.facts["images_unused"].endswith(said)

@@ -64,9 +64,10 @@ def plan(diff: DiffReport, head: str | None) -> RuntimeTree:
             notes=[
                 f"the runtime layers ran on the merge result of {_short(head_rev, merge.target)} into {merge.target} "
                 f"(git merge-tree, in a temporary tree), and the base's on {merge.target}'s tip "
-                f"{merge.target_commit[:12]}; their commands name the files as the merge has them: run them on a "
-                f"checkout of it (`git checkout --detach {merge.target_commit[:12]} && git merge --no-edit "
-                f"{diff.head.commit[:12]}`)"
+                f"{merge.target_commit[:12]}",
+                f"to run a layer's command, check the merge out first (`git checkout --detach "
+                f"{merge.target_commit[:12]} && git merge --no-edit {diff.head.commit[:12]}`): the commands name the "
+                "files as the merge has them",
             ],
         )
     if merge is not None and diff.head.commit:

@@ -158,6 +158,10 @@ def _rank(line: str) -> float:
     the failures: every figure comes from them."""
     if line.startswith("batches:") and "synthetic batches" in line and "data path failed" in line:
         return 1.5
+    if line.startswith("whose:"):  # whose each failure is, right after the failures
+        return 1.6
+    if line.startswith(("fix, not tried", "tried, did not help")):  # advice no rerun proved: after the measures
+        return len(FIRST) - 0.5
     return next((i for i, p in enumerate(FIRST) if line.startswith(p)), len(FIRST))
 
 

@@ -309,11 +309,20 @@ def apply(head: RehearsalFacts, base: RehearsalFacts, rev: str) -> None:
         head.existing = False
     elif head.status == "failed" and _ran(base) and base.status == "failed":
         head.existing = True
-        head.reason = f"existing: it fails on the base {rev[:12]} too, and the change makes nothing worse. " + str(
-            head.reason or ""
+        head.reason = (
+            f"existing: it fails on the base {rev[:12]} too, and the change makes nothing worse{_unrun(head)}. "
+            + (str(head.reason or ""))
         )
     elif head.status == "failed" and _ran(base):
         head.existing = False
+
+
+def _unrun(head: RehearsalFacts) -> str:
+    """What "nothing worse" covers when none of the change's lines ran: nothing of them."""
+    hunks = head.changed_lines
+    if hunks and not any(h.ran_compiled or h.ran_eager or h.ran_eager_twin for h in hunks):
+        return f" that this run reached (none of its {len(hunks)} changed hunk(s) ran here: it says nothing of them)"
+    return ""
 
 
 def versus(head: RehearsalFacts, base: RehearsalFacts, rev: str, how: str = "after") -> list[str]:

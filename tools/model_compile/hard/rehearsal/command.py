@@ -304,7 +304,8 @@ def layer_where(facts: RehearsalFacts, interpreter_path: str) -> str:
     if facts.backend and instead_of_inductor(facts):
         backend += " (not the stage's inductor)"
     ranks = f", {facts.world_size} rank(s)" if facts.world_size else ""
-    return f"{facts.label}{backend}{ranks}, {interpreter_path}"
+    stage = f", stage {facts.stage}" if facts.stage else ""
+    return f"{facts.label}{backend}{ranks}{stage}, {interpreter_path}"
 
 
 def check_overrides(recipe: RecipeReport | None, recipe_root: Path, repo_root: Path, options: Options) -> None:

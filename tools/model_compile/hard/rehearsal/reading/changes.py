@@ -70,10 +70,12 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
             skipped.append(rel)
             continue
         text = _read(os.path.join(root, rel))
-        spans = _statements(text)
+        spans, calls = _statements(text), _signatures(text)
         for hunk in _hunks(_code_lines(text, numbers)):
-            # per line: (in graphs, as Python in the compiled twin, in the eager twin)
-            counted = {n: tuple(_ran(c, rel, spans, n) for c in (in_graphs, py, twin)) for n in hunk}
+            # per line: (in graphs, as Python in the compiled twin, in the eager twin); a line of a function's
+            # signature or decorators runs when the function is defined (at import): it counts as run when the
+            # function's body does, that is, when it is called
+            counted = {n: tuple(_ran(c, rel, spans, calls.get(n, n)) for c in (in_graphs, py, twin)) for n in hunk}
             facts.changed_lines.append(
                 ChangedLines(
                     file=rel,
@@ -136,6 +138,25 @@ def _statements(text: str | None) -> dict[int, tuple[int, ...]]:
         for n in lines:
             if n not in out or len(lines) < len(out[n]):
                 out[n] = lines
+    return out
+
+
+def _signatures(text: str | None) -> dict[int, int]:
+    """Each line of a function's decorators and signature -> the first line of its body that runs when it is called
+    (a docstring runs no code); {} when the file does not parse."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            body = node.body
+            doc = isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+            first = body[1] if doc and len(body) > 1 else body[0]
+            top = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            for n in range(top, body[0].lineno):
+                out[n] = first.lineno
     return out
 
 

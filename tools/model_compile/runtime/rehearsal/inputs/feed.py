@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 from typing import Any
@@ -82,6 +83,16 @@ class _Replay:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
+
+
+def _vision_tower(model_dir: str | None) -> bool | None:
+    """Whether the stand-in's config (written beside its tiny checkpoint) has a vision tower; None not written yet."""
+    path = os.path.join(model_dir or "", "config.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return isinstance(json.load(handle).get("vision_config"), dict)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _config(model_dir: str) -> Any:
@@ -180,7 +191,13 @@ class Feed:
                 "there too, with the real data and processor in this environment",
                 failure,
             )
-        if rows.STATE["images"] and not any(_has_images(b) for b in peeked):
+        tower = _vision_tower(self.data.get("model_dir"))
+        if rows.STATE["images"] and not any(_has_images(b) for b in peeked) and not tower:
+            # a text model (or one not known yet) reads the rows' text: its batches are the recipe's own
+            self.facts["images_unused"] = "the rows' images were not in the batches the recipe's data path made: " + (
+                "the model has no vision tower" if tower is False else "the model is known only once built"
+            )
+        elif rows.STATE["images"] and not any(_has_images(b) for b in peeked):
             read, images = rows.STATE["read"], rows.STATE["images"]
             self.facts["starved"] = True
             return self._synthetic(
