@@ -263,6 +263,25 @@ def show(top: Path, commit: str, path: str) -> str | None:
         return None
 
 
+def files(top: Path, commit: str, under: str) -> list[str]:
+    """The commit's file paths inside the folder `under` (repository-relative); [] when git cannot say."""
+    prefix = under.rstrip("/") + "/"
+    try:
+        return sorted(p for p in _listing(top, commit) if p.startswith(prefix))
+    except ValueError:
+        return []
+
+
+def log(top: Path, since: str, until: str, paths: list[str]) -> list[str]:
+    """`<short sha> <subject>` of the commits in since..until that touch `paths`, newest first; [] when git
+    cannot say."""
+    try:
+        out = _git(top, "log", "--format=%h %s", f"{since}..{until}", "--", *paths)
+    except ValueError:
+        return []
+    return [line for line in out.splitlines() if line.strip()]
+
+
 def changed_lines(top: Path, commit: str, suffix: str = ".py") -> dict[str, list[int]]:
     """{path from the work tree's root: the work tree's line numbers that differ from COMMIT} for the files
     ending in `suffix`: the added or changed lines of each hunk (a pure deletion names the line after it), and
