@@ -24,6 +24,7 @@ from model_compile.hard.env import interpreter
 from model_compile.hard.models import Environment, RehearsalFacts
 from model_compile.hard.rehearsal import base
 from model_compile.hard.rehearsal import run as rehearsal
+from model_compile.hard.rehearsal.stage_keys import base_overrides
 
 BESIDE_ENV = "MODEL_COMPILE_BASE_BESIDE"
 
@@ -117,9 +118,7 @@ def _materialize_and_rehearse(
     worktree = Worktree(top, job.commit, reads=[rel], prefix="model-compile-base-")
     with worktree as tree_dir:
         if not (tree_dir / rel).is_dir():  # decided at once, never cached: its words name this revision
-            job.facts = rehearsal.not_run(
-                f"the recipe does not exist at {job.rev}", f"{environment.label} (tiny model)"
-            )
+            job.facts = rehearsal.not_run(f"the recipe does not exist at {job.rev}", rehearsal.label_of(environment))
             return
         key = base.cache_key(worktree.digest(), rel, options, interp.path)
         job.facts = base.load(key)
@@ -153,19 +152,14 @@ def _rehearse_base(
     """The base's own rehearsal, in its materialized tree (its fixes are not rerun: only the head's count)."""
     from model_compile.analyze import analyze_path
 
-    label = f"{environment.label} (tiny model)"
-    if not recipe_b.is_dir():
-        return rehearsal.not_run(f"the recipe does not exist at {job.rev}", label)
-    found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None)
+    found = next(iter(analyze_path(recipe_b, recipe=None).recipes), None)  # the recipe exists here (checked)
     if found is not None and found.compile_path == "none":
-        return rehearsal.not_run(base.NO_COMPILE, label)
+        return rehearsal.not_run(base.NO_COMPILE, rehearsal.label_of(environment))
     say(
         f"model-compile: rehearsing the base {job.rev} ({job.commit[:12]}) too, the same run in a temporary tree, "
         "for the comparison (cached after by the files it reads, so a rerun skips it)"
     )
     _share_compile_cache(out_dir, out_dir / "base")
-    from model_compile.hard.rehearsal.stage_keys import base_overrides
-
     kept, dropped = base_overrides(found, recipe_b, repo_b, list(options.config_overrides), options.config_name)
     facts, _ = execute(
         found,

@@ -96,10 +96,6 @@ def base_command(recipe_root: Path, interp: interpreter.Interpreter) -> str:
     return shlex.join(["model-compile", "rehearse", str(recipe_root), *(["--python", flag] if flag else [])])
 
 
-def label_of(environment: Environment) -> str:
-    return f"{environment.label} (tiny model)"
-
-
 def plan_for(
     recipe: RecipeReport,
     recipe_root: Path,
@@ -141,7 +137,7 @@ def execute(
 ) -> tuple[RehearsalFacts, str]:
     """(facts, the command that reruns it); never raises for a recipe that cannot be rehearsed. `trial_fixes`:
     rerun the fixes that can be applied at run time (a base's rehearsal does not: only the head's fixes count)."""
-    label = label_of(environment)
+    label = rehearsal.label_of(environment)
     base_cmd = f"model-compile rehearse {recipe_root}" + (f" --python {flag}" if flag else "")
     if recipe is None:
         return rehearsal.not_run("static review found no recipe here", label), base_cmd
@@ -185,7 +181,7 @@ def _head(
     trial_fixes: bool = True,
 ) -> tuple[RehearsalFacts, str]:
     """The head's own rehearsal (and its one-rank fallback, its fixes' trials, the base joined)."""
-    label = label_of(environment)
+    label = rehearsal.label_of(environment)
     extra = extra_flags(options)
     cmd = rehearsal.command(recipe_root, planned, flag, extra)
     facts = rehearsal.run(planned, interp, env, out_dir, options.timeout_s, label)
@@ -340,7 +336,11 @@ def standalone(
     environment = pre.environment
     if not pre.ok:
         facts = rehearsal.not_run(
-            f"{pre.reason(interp)}; fix: {pre.fixes()}", label_of(environment), "environment", "a package", pre.fixes()
+            f"{pre.reason(interp)}; fix: {pre.fixes()}",
+            rehearsal.label_of(environment),
+            "environment",
+            "a package",
+            pre.fixes(),
         )
         return facts, environment, f"model-compile rehearse {recipe_root}"
     probed = child_env_with_probe(env, pre.model_compile_file, out_dir)

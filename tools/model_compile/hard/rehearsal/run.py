@@ -22,7 +22,7 @@ from model_compile.hard.env import proc
 from model_compile.hard.env.forkserver import ForkServer, ForkServerError
 from model_compile.hard.env.interpreter import Interpreter
 from model_compile.hard.env.memwatch import MemoryWatch
-from model_compile.hard.models import Attribution, LayerResult, RehearsalFacts
+from model_compile.hard.models import Attribution, Environment, LayerResult, RehearsalFacts
 from model_compile.hard.rehearsal.planning.plan import Plan
 from model_compile.hard.rehearsal.reading import attribution, judge
 from model_compile.hard.rehearsal.seen import faults as seen_faults
@@ -238,6 +238,11 @@ def write_summary(facts: RehearsalFacts, out_dir: Path) -> None:
         )
     except OSError:
         pass
+
+
+def label_of(environment: Environment) -> str:
+    """The label every rehearsal carries: where it ran, and that its model is tiny."""
+    return f"{environment.label} (tiny model)"
 
 
 def not_run(
