@@ -70,7 +70,8 @@ def read(facts: RehearsalFacts, recs: dict[str, list[dict[str, Any]]], spec: dic
             skipped.append(rel)
             continue
         text = _read(os.path.join(root, rel))
-        spans, calls = _statements(text), _signatures(text)
+        tree = _parse(text)
+        spans, calls = _statements(tree), _signatures(tree)
         for hunk in _hunks(_code_lines(text, numbers)):
             # per line: (in graphs, as Python in the compiled twin, in the eager twin); a line of a function's
             # signature or decorators runs when the function is defined (at import): it counts as run when the
@@ -121,15 +122,19 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _statements(text: str | None) -> dict[int, tuple[int, ...]]:
-    """Each line of the file -> the lines of the innermost statement (a compound one's header) that holds it;
-    read with `ast` (the file is parsed, never imported); {} when it does not parse."""
+def _parse(text: str | None) -> ast.Module | None:
+    """The file's syntax tree (parsed, never imported); None when it does not parse."""
     try:
-        tree = ast.parse(text or "")
+        return ast.parse(text or "")
     except (SyntaxError, ValueError):
-        return {}
+        return None
+
+
+def _statements(tree: ast.Module | None) -> dict[int, tuple[int, ...]]:
+    """Each line of the file -> the lines of the innermost statement (a compound one's header) that holds it;
+    {} when the file does not parse."""
     out: dict[int, tuple[int, ...]] = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(tree) if tree is not None else []:
         if not isinstance(node, ast.stmt) or node.end_lineno is None:
             continue
         body = getattr(node, "body", None)
@@ -141,15 +146,11 @@ def _statements(text: str | None) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _signatures(text: str | None) -> dict[int, int]:
+def _signatures(tree: ast.Module | None) -> dict[int, int]:
     """Each line of a function's decorators and signature -> the first line of its body that runs when it is called
     (a docstring runs no code); {} when the file does not parse."""
-    try:
-        tree = ast.parse(text or "")
-    except (SyntaxError, ValueError):
-        return {}
     out: dict[int, int] = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(tree) if tree is not None else []:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             body = node.body
             doc = isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
