@@ -100,13 +100,17 @@ class Finder:
         functions, _ = _defs(file)
         if name in functions:
             return file, name
+        origin = self._reexported(file, name, depth)
+        return self.function(*origin, depth + 1) if origin is not None else None
+
+    def _reexported(self, file: Path, name: str, depth: int) -> tuple[Path, str] | None:
+        """(the module file, its name there) a `from ... import name` in `file` brings it from; None past 6 hops."""
         froms, _ = _imports(file)
-        if name in froms and depth < 6:
-            level, module, real = froms[name]
-            source = self.module_file(file, level, module)
-            if source is not None:
-                return self.function(source, real, depth + 1)
-        return None
+        if name not in froms or depth >= 6:
+            return None
+        level, module, real = froms[name]
+        source = self.module_file(file, level, module)
+        return (source, real) if source is not None else None
 
     def registry(self, file: Path, name: str, key: str | None) -> list[tuple[Path, str]]:
         """The functions a registry instance `name` maps (`N = C()` with a str -> function dict in C's body): the
@@ -140,13 +144,8 @@ class Finder:
                 return file, node.value
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
                 return (file, node.value) if node.value is not None else None
-        froms, _ = _imports(file)
-        if name in froms and depth < 6:
-            level, module, real = froms[name]
-            source = self.module_file(file, level, module)
-            if source is not None:
-                return self.function_or_assign(source, real, depth + 1)
-        return None
+        origin = self._reexported(file, name, depth)
+        return self.function_or_assign(*origin, depth + 1) if origin is not None else None
 
     def method(self, file: Path, cls_name: str, name: str, depth: int = 0) -> Fn | None:
         """`cls_name.name` or the first base class that defines it."""
